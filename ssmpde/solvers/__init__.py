@@ -1,0 +1,1 @@
+"""Classical PDE solvers that generate datasets and act as time-steppers."""
