@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os as _os
+
+# numba's OpenMP workers spin after each parallel region; FFTW's threads then fight them for
+# the cores and a step takes ten times longer. Passive waiting fixes that; a user's own
+# setting wins. (Read when the OpenMP runtime starts, i.e. at the first parallel kernel.)
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "show_versions"]

@@ -1,1 +1,13 @@
-"""Classical PDE solvers that generate datasets and act as time-steppers."""
+"""Classical PDE solvers that generate datasets and act as time-steppers.
+
+>>> from ssmpde.solvers import generate, list_solvers
+>>> "navier-stokes" in list_solvers()
+True
+"""
+
+from .base import Solver, Stepper, get_solver, get_solver_class, list_solvers, register_solver
+from .generate import generate
+from .navier_stokes import NavierStokes2D
+
+__all__ = ["NavierStokes2D", "Solver", "Stepper", "generate", "get_solver", "get_solver_class",
+           "list_solvers", "register_solver"]

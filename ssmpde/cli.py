@@ -1,0 +1,156 @@
+"""Command line: ``ssmpde generate | info``. Thin wrappers over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import re
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+
+__all__ = ["main"]
+
+#: Short aliases for config fields, so the common flags read naturally.
+_ALIASES = {"final_time": ["--time"]}
+
+
+def _field_help(config_cls: type) -> dict[str, str]:
+    """Per-field help text from the config's numpydoc ``Parameters`` section."""
+    doc = inspect.getdoc(config_cls) or ""
+    helps: dict[str, str] = {}
+    names: list[str] = []
+    for line in doc.split("Parameters\n----------\n", 1)[-1].splitlines():
+        header = re.match(r"^([a-z_][a-z0-9_, ]*) : (.*)$", line)
+        if header:
+            names = [n.strip() for n in header[1].split(",")]
+            for n in names:
+                helps[n] = f"({header[2]}) "
+        elif line.startswith("    ") and names:
+            for n in names:
+                helps[n] += line.strip() + " "
+        elif not line.strip():
+            continue
+        else:
+            names = []
+    return {k: v.strip() for k, v in helps.items()}
+
+
+def _parse_value(text: str, annotation: Any) -> Any:
+    """Parse a flag value for a config field of the given type annotation."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(typing))  # dataclass string annotations
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) \
+        else (annotation,)
+    if text.lower() == "none" and type(None) in options:
+        return None
+    if any(typing.get_origin(o) is tuple for o in options) and ":" in text:
+        low, high = text.split(":", 1)
+        return (float(low), float(high))
+    for kind in (int, float, str):
+        if kind in options:
+            try:
+                return kind(text)
+            except ValueError:
+                continue
+    raise argparse.ArgumentTypeError(f"cannot read {text!r}")
+
+
+def _add_solver_parser(subparsers, name: str) -> None:
+    from .solvers.base import get_solver_class
+
+    cls = get_solver_class(name)
+    summary = (inspect.getdoc(cls) or name).splitlines()[0]
+    parser = subparsers.add_parser(
+        name, help=summary, description=f"{summary}\n\nAll quantities are non-dimensional "
+        "unless the help says otherwise.", formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = parser.add_argument_group("run")
+    run.add_argument("--out", required=True, help="output file: .nc (netCDF4) or .zarr")
+    run.add_argument("--samples", type=int, required=True, help="number of samples")
+    run.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    run.add_argument("--batch-size", type=int, default=8,
+                     help="samples integrated together; does not change results (default 8)")
+    run.add_argument("--preset", choices=sorted(cls.PRESETS) or None,
+                     help="a benchmark configuration; other flags override it")
+    run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    physics = parser.add_argument_group(f"{name} options (default: the solver's default)")
+    helps = _field_help(cls.Config)
+    hints = typing.get_type_hints(cls.Config)
+    for field in dataclasses.fields(cls.Config):
+        flags = [f"--{field.name.replace('_', '-')}"] + _ALIASES.get(field.name, [])
+        annotation = hints[field.name]
+        physics.add_argument(
+            *flags, dest=f"config__{field.name}", default=None, metavar="VALUE",
+            type=lambda text, a=annotation: _parse_value(text, a),
+            help=f"{helps.get(field.name, '')} [default: {field.default!r}]"
+                 + (" A range LOW:HIGH draws per sample."
+                    if "tuple" in str(annotation) else ""))
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from .solvers.base import list_solvers
+
+    parser = argparse.ArgumentParser(
+        prog="ssmpde", description="PDE solvers and SSM neural-operator surrogates in one loop.")
+    parser.add_argument("--version", action="version", version=f"ssmpde {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    generate = commands.add_parser("generate", help="generate a dataset with a built-in solver",
+                                   description="Generate a dataset. Choose an equation; "
+                                               "`ssmpde generate EQUATION --help` lists its options.")
+    equations = generate.add_subparsers(dest="equation", required=True, metavar="EQUATION")
+    for name in list_solvers():
+        _add_solver_parser(equations, name)
+    info = commands.add_parser("info", help="describe a dataset file",
+                               description="Print dims, variables, config and size of a dataset.")
+    info.add_argument("path", help="netCDF (.nc) file or zarr store")
+    return parser
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from .solvers.generate import generate
+
+    config = {k.removeprefix("config__"): v for k, v in vars(args).items()
+              if k.startswith("config__") and v is not None}
+    ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
+                  batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
+                  progress=not args.no_progress, **config)
+    sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
+    print(f"wrote {args.out} ({sizes})")
+    ds.close()
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from .data import describe
+
+    print(describe(args.path))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ssmpde`` command; returns the exit status."""
+    from .data import DatasetFileError, SchemaError
+    from .solvers.navier_stokes import SolverDivergedError
+
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"generate": _generate, "info": _info}
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt as interrupt:
+        print(f"\nssmpde: {interrupt or 'interrupted'}", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError, SchemaError, DatasetFileError,
+            SolverDivergedError) as error:
+        print(f"ssmpde: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

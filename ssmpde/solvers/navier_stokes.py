@@ -1,0 +1,695 @@
+"""2D incompressible Navier–Stokes in vorticity form on the unit torus (pseudospectral).
+
+See ``shared/specs/solvers.md``, section "2D Navier–Stokes": the faithful FNO scheme, its
+benchmark settings (FNO's ν = 1e-3, 1e-4, 1e-5 sets) and the F-FNO TorusVis/TorusVisForce
+variants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numba
+import numpy as np
+import xarray as xr
+
+from .. import data
+from .base import Solver, VariableSpec, register_solver
+from .random_fields import PeriodicGRF, sample_rng
+from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, spectral_resample,
+                       wavenumbers)
+
+__all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "forcing_field",
+           "reference_step"]
+
+FORCINGS = ("fno", "torus-vis", "torus-vis-force", "none")
+TIME_STEPPINGS = ("faithful", "cfl")
+SCHEMES = ("euler-cn", "rk3-cn")
+#: Phase speed of the TorusVisForce forcing: phi = 0.2 t (F-FNO, Tran et al. 2023).
+FORCING_PHASE_SPEED = 0.2
+#: F-FNO forcing terms, in the order of the amplitudes alpha_1..alpha_6 (p = 1, 2 for each).
+FORCING_TERMS = ("sin(2 pi p x + phi)", "cos(2 pi p x + phi)", "sin(2 pi p y + phi)",
+                 "cos(2 pi p y + phi)", "sin(2 pi p (x+y) + phi)", "cos(2 pi p (x+y) + phi)")
+
+# Spalart, Moser & Rogers (1991), J. Comput. Phys. 96, low-storage RK3 / Crank–Nicolson:
+# explicit weights (gamma, zeta), implicit weights alpha = beta, with alpha+beta = gamma+zeta.
+_RK3_GAMMA = (8.0 / 15.0, 5.0 / 12.0, 3.0 / 4.0)
+_RK3_ZETA = (0.0, -17.0 / 60.0, -5.0 / 12.0)
+_RK3_ALPHA = (4.0 / 15.0, 1.0 / 15.0, 1.0 / 6.0)
+_RK3_NODES = (0.0, 8.0 / 15.0, 2.0 / 3.0)  # stage start times, in units of the step
+
+
+class SolverDivergedError(FloatingPointError):
+    """The solution became non-finite: the time step is too large for the flow."""
+
+
+def _is_even_positive_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
+        and value >= 2 and value % 2 == 0
+
+
+def _check_ratio(numerator: float, denominator: float, what: str) -> int:
+    ratio = numerator / denominator
+    count = round(ratio)
+    if count < 1 or abs(ratio - count) > 1e-9 * max(1.0, ratio):
+        raise ValueError(f"{what}: {numerator!r} is not a whole multiple of {denominator!r}")
+    return int(count)
+
+
+@dataclasses.dataclass(frozen=True)
+class NavierStokesConfig:
+    """Configuration of :class:`NavierStokes2D` (all quantities non-dimensional, unit torus).
+
+    Parameters
+    ----------
+    resolution : int
+        Stored grid points per side (the dataset's ``x`` and ``y``). Must divide
+        ``simulation_resolution``; frames are strided, as FNO's 256 -> 64 data were.
+    simulation_resolution : int
+        Grid points per side of the pseudospectral simulation (even).
+    viscosity : float or (float, float)
+        Kinematic viscosity ν; a pair ``(low, high)`` draws ν ~ U[low, high] per sample.
+    forcing : {"fno", "torus-vis", "torus-vis-force", "none"}
+        ``fno``: f = 0.1 (sin 2π(x+y) + cos 2π(x+y)). ``torus-vis``: F-FNO random forcing,
+        amplitudes α ~ U[0, 1] per sample, phase 0. ``torus-vis-force``: the same with phase
+        φ = 0.2 t (the forcing is stored at every recorded time).
+    final_time, record_interval : float
+        Simulated time span and the interval between stored frames. The initial frame is
+        stored too: ``final_time / record_interval + 1`` frames.
+    time_stepping : {"faithful", "cfl"}
+        ``faithful``: FNO's fixed step. ``cfl``: per sample and per record interval,
+        Δt = min(cfl · Δx / max|u| + |v|, time_step), snapped to divide the interval.
+    time_step : float, optional
+        Faithful mode: the fixed Δt (default 1e-4, FNO). CFL mode: the largest Δt allowed
+        (default 1e-2).
+    cfl : float
+        Courant number of the CFL mode (the RK3 scheme is stable to about 0.8).
+    scheme : {"euler-cn", "rk3-cn"}, optional
+        Time integrator. Default: ``euler-cn`` (FNO: Crank–Nicolson diffusion, explicit Euler
+        advection and forcing; first order in time) for faithful, ``rk3-cn`` (Spalart–Moser–
+        Rogers RK3 with Crank–Nicolson; second order) for CFL.
+    alpha, tau, sigma : float
+        Periodic GRF of the initial vorticity (sigma default ``tau ** (0.5 (2 alpha - 2))``).
+    """
+
+    resolution: int = 64
+    simulation_resolution: int = 256
+    viscosity: float | tuple[float, float] = 1e-5
+    forcing: str = "fno"
+    final_time: float = 20.0
+    record_interval: float = 1.0
+    time_stepping: str = "faithful"
+    time_step: float | None = None
+    cfl: float = 0.5
+    scheme: str | None = None
+    alpha: float = 2.5
+    tau: float = 7.0
+    sigma: float | None = None
+
+    def __post_init__(self) -> None:
+        if not _is_even_positive_int(self.simulation_resolution):
+            raise ValueError("simulation_resolution must be an even integer >= 2, got "
+                             f"{self.simulation_resolution!r}")
+        if not _is_even_positive_int(self.resolution) \
+                or self.simulation_resolution % self.resolution:
+            divisors = [d for d in range(self.simulation_resolution, 1, -1)
+                        if self.simulation_resolution % d == 0 and d % 2 == 0]
+            raise ValueError(
+                f"stored resolution {self.resolution!r} must be an even divisor of the "
+                f"simulation resolution {self.simulation_resolution} (frames are strided); "
+                f"choose one of {divisors[:8]}")
+        nus = self.viscosity if isinstance(self.viscosity, tuple) else (self.viscosity,)
+        if len(nus) not in (1, 2) or not all(isinstance(v, (int, float)) and math.isfinite(v)
+                                             and v > 0 for v in nus):
+            raise ValueError("viscosity must be a positive finite number or a (low, high) pair "
+                             f"of them, got {self.viscosity!r}")
+        if len(nus) == 2 and nus[0] > nus[1]:
+            raise ValueError(f"viscosity range must be (low, high), got {self.viscosity!r}")
+        if self.forcing not in FORCINGS:
+            raise ValueError(f"unknown forcing {self.forcing!r}; choose one of {FORCINGS}")
+        if self.time_stepping not in TIME_STEPPINGS:
+            raise ValueError(f"unknown time_stepping {self.time_stepping!r}; "
+                             f"choose one of {TIME_STEPPINGS}")
+        if self.scheme is not None and self.scheme not in SCHEMES:
+            raise ValueError(f"unknown scheme {self.scheme!r}; choose one of {SCHEMES}")
+        for name in ("final_time", "record_interval", "cfl", "alpha", "tau"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        for name in ("time_step", "sigma"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float))
+                                          and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        _check_ratio(self.final_time, self.record_interval,
+                     "final_time must be a whole number of record intervals")
+        if self.time_stepping == "faithful":
+            _check_ratio(self.record_interval, self.effective_time_step,
+                         "record_interval must be a whole number of time steps")
+
+    @property
+    def effective_scheme(self) -> str:
+        if self.scheme is not None:
+            return self.scheme
+        return "euler-cn" if self.time_stepping == "faithful" else "rk3-cn"
+
+    @property
+    def effective_time_step(self) -> float:
+        if self.time_step is not None:
+            return float(self.time_step)
+        return 1e-4 if self.time_stepping == "faithful" else 1e-2
+
+    @property
+    def num_records(self) -> int:
+        return _check_ratio(self.final_time, self.record_interval, "final_time")
+
+    @property
+    def random_viscosity(self) -> bool:
+        return isinstance(self.viscosity, tuple)
+
+
+def forcing_field(kind: str, n: int, amplitudes: np.ndarray | None = None,
+                  phase: float = 0.0) -> np.ndarray:
+    """Forcing on the ``n``-point grid of the unit torus, ``x_j = j / n``.
+
+    Parameters
+    ----------
+    kind : {"fno", "torus-vis", "torus-vis-force", "none"}
+    n : int
+    amplitudes : array, shape ``(batch, 2, 6)``
+        F-FNO amplitudes α[p - 1, term] (terms as :data:`FORCING_TERMS`); torus kinds only.
+    phase : float
+        φ of the F-FNO forcing (``0.2 t`` for ``torus-vis-force``).
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(batch, n, n)`` (``batch = 1`` for ``fno`` and ``none``), ``[.., y, x]``.
+    """
+    coord = np.arange(n) / n
+    y, x = coord[:, None], coord[None, :]
+    if kind == "none":
+        return np.zeros((1, n, n))
+    if kind == "fno":
+        return (0.1 * (np.sin(2 * np.pi * (x + y)) + np.cos(2 * np.pi * (x + y))))[None]
+    if kind not in ("torus-vis", "torus-vis-force"):
+        raise ValueError(f"unknown forcing {kind!r}; choose one of {FORCINGS}")
+    amplitudes = np.asarray(amplitudes, dtype=np.float64)
+    if amplitudes.ndim != 3 or amplitudes.shape[1:] != (2, 6):
+        raise ValueError(f"forcing amplitudes must have shape (batch, 2, 6), got {amplitudes.shape}")
+    out = np.zeros((amplitudes.shape[0], n, n))
+    for p in (1, 2):
+        arguments = (2 * np.pi * p * x + phase, 2 * np.pi * p * y + phase,
+                     2 * np.pi * p * (x + y) + phase)
+        basis = []
+        for arg in arguments:
+            basis += [np.sin(arg), np.cos(arg)]
+        for term, field in enumerate(basis):
+            out += amplitudes[:, p - 1, term, None, None] * np.broadcast_to(field, (n, n))
+    return 0.1 * out
+
+
+# ---------------------------------------------------------------------------------------
+# Plain NumPy reference (the test oracle and the benchmark's baseline; py-pde's habit).
+# ---------------------------------------------------------------------------------------
+def reference_step(w_hat: np.ndarray, f_hat: np.ndarray, viscosity: float | np.ndarray,
+                   time_step: float) -> np.ndarray:
+    """One faithful step (FNO's ``navier_stokes_2d`` loop body) in plain NumPy.
+
+    ``ω̂ ← [(1 − ½Δt ν λ) ω̂ − Δt N̂ + Δt f̂] / (1 + ½Δt ν λ)`` with λ = 4π²|k|², the nonlinear
+    term N = u ω_x + v ω_y (u = ∂yψ, v = −∂xψ, −Δψ = ω) computed in physical space and
+    dealiased with the square 2/3 mask.
+
+    Parameters
+    ----------
+    w_hat, f_hat : complex arrays, shape ``(batch, n, n // 2 + 1)``
+        Unnormalised ``numpy.fft.rfft2`` of vorticity and forcing (``f_hat`` may have batch 1).
+    viscosity : float or array of shape ``(batch,)``
+    time_step : float
+
+    Returns
+    -------
+    complex array, shape ``(batch, n, n // 2 + 1)``: ω̂ after one step.
+    """
+    n = w_hat.shape[-2]
+    ky = 2 * np.pi * derivative_wavenumbers(n)[:, None]
+    kx = 2 * np.pi * derivative_wavenumbers(n, real=True)[None, :]
+    lap = 4 * np.pi ** 2 * (wavenumbers(n)[:, None] ** 2 + wavenumbers(n, real=True)[None, :] ** 2)
+    poisson = lap.copy()
+    poisson[0, 0] = 1.0  # ψ̂(0) is arbitrary: no derivative sees it
+    psi_hat = w_hat / poisson
+    u = np.fft.irfft2(1j * ky * psi_hat, s=(n, n))
+    v = np.fft.irfft2(-1j * kx * psi_hat, s=(n, n))
+    w_x = np.fft.irfft2(1j * kx * w_hat, s=(n, n))
+    w_y = np.fft.irfft2(1j * ky * w_hat, s=(n, n))
+    nonlinear_hat = dealias_mask(n) * np.fft.rfft2(u * w_x + v * w_y)
+    a = 0.5 * time_step * np.reshape(viscosity, (-1, 1, 1)) * lap
+    return ((1 - a) * w_hat - time_step * nonlinear_hat + time_step * f_hat) / (1 + a)
+
+
+# ---------------------------------------------------------------------------------------
+# numba kernels: one fused pass per stage, written into preallocated buffers.
+# ---------------------------------------------------------------------------------------
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _spectral_gradients(w_hat, ky, kx, inv_lap, scale, active, out):  # pragma: no cover - numba
+    """out[0..3] = (û, v̂, ω̂x, ω̂y) · scale, with u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ."""
+    batch, n, m = w_hat.shape
+    for row in numba.prange(batch * n):
+        b = row // n
+        i = row % n
+        if not active[b]:
+            continue
+        for j in range(m):
+            w = w_hat[b, i, j] * scale
+            psi = w * inv_lap[i, j]
+            out[0, b, i, j] = 1j * ky[i] * psi
+            out[1, b, i, j] = -1j * kx[j] * psi
+            out[2, b, i, j] = 1j * kx[j] * w
+            out[3, b, i, j] = 1j * ky[i] * w
+
+
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _advection(fields, active, out):  # pragma: no cover - numba
+    """out = u ω_x + v ω_y in physical space."""
+    batch, n, n2 = out.shape
+    for row in numba.prange(batch * n):
+        b = row // n
+        i = row % n
+        if not active[b]:
+            continue
+        for j in range(n2):
+            out[b, i, j] = fields[0, b, i, j] * fields[2, b, i, j] \
+                + fields[1, b, i, j] * fields[3, b, i, j]
+
+
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _imex_stage(w_hat, nonlinear_hat, previous, forcing, forcing_shift, has_shift, f_cos,
+                f_sin, mask, lap, viscosity, dt, active, alpha, gamma, zeta,
+                store_previous):  # pragma: no cover - numba
+    """One implicit–explicit stage: CN-type diffusion, explicit advection and forcing.
+
+    E = −mask · N̂ + f̂(t);  ω̂ ← [(1 − α Δt ν λ) ω̂ + Δt (γ E + ζ E_prev)] / (1 + α Δt ν λ).
+    Euler–CN is the single stage α = ½, γ = 1, ζ = 0.
+    """
+    batch, n, m = w_hat.shape
+    shared_forcing = forcing.shape[0] == 1
+    for row in numba.prange(batch * n):
+        b = row // n
+        i = row % n
+        if not active[b]:
+            continue
+        fb = 0 if shared_forcing else b
+        h = dt[b]
+        nu = viscosity[b]
+        for j in range(m):
+            f = forcing[fb, i, j] * f_cos[b]
+            if has_shift:
+                f += forcing_shift[fb, i, j] * f_sin[b]
+            explicit = f - mask[i, j] * nonlinear_hat[b, i, j]
+            increment = gamma * explicit
+            if zeta != 0.0:
+                increment += zeta * previous[b, i, j]
+            a = alpha * h * nu * lap[i, j]
+            w_hat[b, i, j] = ((1.0 - a) * w_hat[b, i, j] + h * increment) / (1.0 + a)
+            if store_previous:
+                previous[b, i, j] = explicit
+
+
+class _Engine:
+    """Buffers, FFT plans and constants for one (grid, batch) size; reused across calls."""
+
+    def __init__(self, n: int, batch: int, *, backend: str, threads: int | None) -> None:
+        self.n, self.batch = n, batch
+        m = n // 2 + 1
+        self.w_hat = np.zeros((batch, n, m), dtype=np.complex128)
+        self.previous = np.zeros((batch, n, m), dtype=np.complex128)
+        self.gradients = RealFFT((4, batch), n, backend=backend, threads=threads)
+        self.nonlinear = RealFFT((batch,), n, backend=backend, threads=threads)
+        self.record = RealFFT((batch,), n, backend=backend, threads=threads)
+        self.ky = 2 * np.pi * derivative_wavenumbers(n)
+        self.kx = 2 * np.pi * derivative_wavenumbers(n, real=True)
+        k2 = wavenumbers(n)[:, None] ** 2 + wavenumbers(n, real=True)[None, :] ** 2
+        self.lap = 4 * np.pi ** 2 * k2  # λ(0) = 0: the mean vorticity is conserved exactly
+        self.inv_lap = np.divide(1.0, self.lap, out=np.zeros_like(self.lap), where=self.lap > 0)
+        self.mask = dealias_mask(n).astype(np.float64)
+        self.scale = 1.0 / (n * n)  # the unnormalised backward FFT's factor, folded in
+
+    def explicit_term(self, active: np.ndarray) -> None:
+        """nonlinear.spectral <- rfft(u ω_x + v ω_y) of the current ω̂ (unnormalised)."""
+        _spectral_gradients(self.w_hat, self.ky, self.kx, self.inv_lap, self.scale, active,
+                            self.gradients.spectral)
+        self.gradients.backward()
+        _advection(self.gradients.real, active, self.nonlinear.real)
+        self.nonlinear.forward()
+
+    def max_speed(self) -> np.ndarray:
+        """max over the grid of |u| + |v| per sample."""
+        everyone = np.ones(self.batch, dtype=np.bool_)
+        _spectral_gradients(self.w_hat, self.ky, self.kx, self.inv_lap, self.scale, everyone,
+                            self.gradients.spectral)
+        velocity = self.gradients.backward()[:2]
+        return np.max(np.abs(velocity[0]) + np.abs(velocity[1]), axis=(-2, -1))
+
+    def physical(self) -> np.ndarray:
+        """The current vorticity in physical space (a new array)."""
+        self.record.spectral[...] = self.w_hat
+        return self.record.backward() * self.scale
+
+    def load(self, vorticity: np.ndarray) -> None:
+        self.record.real[...] = vorticity
+        self.w_hat[...] = self.record.forward()
+
+
+@register_solver("navier-stokes")
+class NavierStokes2D(Solver):
+    r"""2D incompressible Navier–Stokes, vorticity form, periodic unit square.
+
+    .. math:: \partial_t \omega + u \cdot \nabla \omega = \nu \Delta \omega + f,\quad
+              u = (\partial_y \psi, -\partial_x \psi),\quad -\Delta \psi = \omega
+              \quad \text{on } [0, 1)^2.
+
+    Fields: ``vorticity`` (non-dimensional). Pseudospectral in space with 2/3 dealiasing of
+    the nonlinear term; in time the faithful FNO scheme (Crank–Nicolson diffusion, explicit
+    Euler advection and forcing, Δt = 1e-4) or, opt-in, a CFL-controlled low-storage RK3 /
+    Crank–Nicolson scheme (second order). See :class:`NavierStokesConfig` for parameters.
+
+    Conventions: a grid of ``n`` points does **not** include the right boundary point
+    (``x_j = j / n``); arrays are ``[..., y, x]``; states are ``[batch, field, y, x]`` with the
+    single field ``vorticity``.
+
+    Good values: ν ∈ [1e-5, 1e-3] at 256² (FNO); at ν = 1e-5 the flow is under-resolved below
+    about 128². The faithful Δt = 1e-4 is over-resolved in time (F-FNO: 0.04 % change against
+    1e-5); the CFL mode at cfl = 0.5 takes steps about 20–40 times longer.
+
+    Stability: explicit advection limits Δt by the CFL condition; a run whose solution becomes
+    non-finite raises :class:`SolverDivergedError` naming the time and samples.
+
+    Notes
+    -----
+    The mean of ω is conserved exactly: the diffusion factor uses λ(0) = 0. (FNO's code set
+    λ(0) = 1, which damps a non-zero mean by (1 − ½Δtν)/(1 + ½Δtν) per step; its initial
+    conditions and forcing have zero mean, so its data are unaffected.)
+
+    References
+    ----------
+    Li et al., "Fourier Neural Operator for Parametric PDEs", ICLR 2021 (scheme, ν sets).
+    Tran et al., "Factorized Fourier Neural Operators", ICLR 2023 (TorusVis, TorusVisForce).
+    Spalart, Moser & Rogers, J. Comput. Phys. 96 (1991) 297–324 (RK3/CN).
+
+    Example
+    -------
+    >>> solver = NavierStokes2D(resolution=32, simulation_resolution=64, viscosity=1e-3,
+    ...                         final_time=1.0, time_step=1e-3)
+    >>> inputs = solver.sample_inputs(seed=0, indices=[0, 1])
+    >>> out = solver.solve_batch(inputs)
+    >>> out["vorticity"].shape
+    (2, 2, 32, 32)
+    """
+
+    Config = NavierStokesConfig
+    fields = ("vorticity",)
+    window = 1
+    title = "2D incompressible Navier-Stokes (vorticity form) on the unit torus"
+    references = ("Li et al., Fourier Neural Operator for Parametric PDEs, ICLR 2021; "
+                  "Tran et al., Factorized Fourier Neural Operators, ICLR 2023")
+    PRESETS = {
+        "fno-nu1e-3": dict(viscosity=1e-3, final_time=50.0, record_interval=1.0, forcing="fno"),
+        "fno-nu1e-4": dict(viscosity=1e-4, final_time=30.0, record_interval=1.0, forcing="fno"),
+        "fno-nu1e-5": dict(viscosity=1e-5, final_time=20.0, record_interval=1.0, forcing="fno"),
+        "torus-vis": dict(viscosity=(1e-5, 1e-4), final_time=20.0, record_interval=0.1,
+                          forcing="torus-vis"),
+        "torus-vis-force": dict(viscosity=(1e-5, 1e-4), final_time=20.0, record_interval=0.1,
+                                forcing="torus-vis-force"),
+    }
+
+    def __init__(self, *, fft_backend: str = "pyfftw", threads: int | None = None,
+                 **config: Any) -> None:
+        super().__init__(**config)
+        self.fft_backend = fft_backend
+        self.threads = threads
+        self._engines: dict[tuple[int, int], _Engine] = {}
+        self._grf = None
+
+    # -- Stepper protocol ------------------------------------------------------------------
+    @property
+    def dt(self) -> float:
+        """Physical time of one :meth:`step`: the record interval."""
+        return float(self.config.record_interval)
+
+    def step(self, history: np.ndarray, *, time: float = 0.0,
+             parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Advance one record interval: ``[batch, window, 1, n, n] -> [batch, 1, n, n]``.
+
+        States may be at the simulation resolution or any even resolution (spectrally
+        interpolated up, strided back down); the output has the input's resolution.
+        ``time`` is the time of the last frame (it matters for time-dependent forcing);
+        ``parameters`` holds per-sample ``viscosity`` and ``forcing_amplitude`` (see
+        :meth:`sample_parameters`), needed when the config draws them at random.
+        """
+        history = np.asarray(history)
+        if history.ndim != 5 or history.shape[2] != 1:
+            raise ValueError("history must have shape [batch, window, 1, n, n] "
+                             f"(field axis: vorticity), got {history.shape}")
+        return self.simulate(history[:, -1], 1, time=time, parameters=parameters)[:, -1]
+
+    # -- per-sample inputs -----------------------------------------------------------------
+    def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """Per-sample physical parameters, drawn from stream 1 of each sample's generator.
+
+        Draw order (the reproducibility contract): ν ~ U[low, high] if a range was given,
+        then the 2 × 6 forcing amplitudes α ~ U[0, 1] for the torus forcings.
+        """
+        cfg = self.config
+        viscosity = np.empty(len(indices))
+        amplitudes = np.empty((len(indices), 2, 6))
+        for row, index in enumerate(indices):
+            rng = sample_rng(seed, index, stream=1)
+            viscosity[row] = rng.uniform(*cfg.viscosity) if cfg.random_viscosity \
+                else cfg.viscosity
+            if cfg.forcing.startswith("torus"):
+                amplitudes[row] = rng.uniform(0.0, 1.0, size=(2, 6))
+        out = {"viscosity": viscosity}
+        if cfg.forcing.startswith("torus"):
+            out["forcing_amplitude"] = amplitudes
+        return out
+
+    def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
+        """Initial vorticity ``[batch, 1, N, N]`` at the simulation resolution (stream 0)."""
+        cfg = self.config
+        if self._grf is None:
+            self._grf = PeriodicGRF(cfg.simulation_resolution, ndim=2, alpha=cfg.alpha,
+                                    tau=cfg.tau, sigma=cfg.sigma)
+        rngs = [sample_rng(seed, index, stream=0) for index in indices]
+        return self._grf.sample_batch(rngs)[:, None]
+
+    def sample_inputs(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {"initial": self.initial_condition(seed, indices),
+                **self.sample_parameters(seed, indices)}
+
+    # -- simulation ------------------------------------------------------------------------
+    def _engine(self, batch: int) -> _Engine:
+        key = (self.config.simulation_resolution, batch)
+        if key not in self._engines:
+            self._engines[key] = _Engine(key[0], batch, backend=self.fft_backend,
+                                         threads=self.threads)
+        return self._engines[key]
+
+    def _resolve_parameters(self, batch: int, parameters: Mapping[str, np.ndarray] | None):
+        cfg = self.config
+        parameters = dict(parameters or {})
+        unknown = set(parameters) - {"viscosity", "forcing_amplitude"}
+        if unknown:
+            raise ValueError(f"unknown parameters {sorted(unknown)}; expected 'viscosity' "
+                             "and, for torus forcings, 'forcing_amplitude'")
+        if "viscosity" in parameters:
+            viscosity = np.broadcast_to(np.asarray(parameters["viscosity"], dtype=np.float64),
+                                        (batch,)).copy()
+        elif cfg.random_viscosity:
+            raise ValueError("this configuration draws the viscosity per sample: pass "
+                             "parameters={'viscosity': ...} (see sample_parameters)")
+        else:
+            viscosity = np.full(batch, float(cfg.viscosity))
+        if not np.all(np.isfinite(viscosity) & (viscosity > 0)):
+            raise ValueError(f"viscosity must be positive and finite, got {viscosity}")
+        amplitudes = None
+        if cfg.forcing.startswith("torus"):
+            if "forcing_amplitude" not in parameters:
+                raise ValueError(f"forcing {cfg.forcing!r} needs per-sample amplitudes: pass "
+                                 "parameters={'forcing_amplitude': array (batch, 2, 6)}")
+            amplitudes = np.asarray(parameters["forcing_amplitude"], dtype=np.float64)
+            if amplitudes.shape != (batch, 2, 6):
+                raise ValueError("forcing_amplitude must have shape (batch, 2, 6) = "
+                                 f"{(batch, 2, 6)}, got {amplitudes.shape}")
+        return viscosity, amplitudes
+
+    def simulate(self, initial: np.ndarray, num_steps: int, *, time: float = 0.0,
+                 parameters: Mapping[str, np.ndarray] | None = None,
+                 output_resolution: int | None = None,
+                 progress: Callable[[float], None] | None = None) -> np.ndarray:
+        """Integrate ``num_steps`` record intervals from ``initial``.
+
+        Parameters
+        ----------
+        initial : array, shape ``[batch, 1, n, n]``
+            Vorticity at the simulation resolution or any even resolution.
+        num_steps : int
+            Record intervals to advance.
+        time : float
+            Physical time of ``initial``.
+        parameters : mapping, optional
+            Per-sample ``viscosity`` ``[batch]`` and ``forcing_amplitude`` ``[batch, 2, 6]``.
+        output_resolution : int, optional
+            Resolution of the returned frames (strided from the simulation grid); default:
+            that of ``initial``.
+        progress : callable, optional
+            Called with ``1 / num_steps`` after each recorded frame.
+
+        Returns
+        -------
+        numpy.ndarray, shape ``[batch, num_steps + 1, 1, r, r]``: the frames, initial included.
+        """
+        cfg = self.config
+        initial = np.asarray(initial, dtype=np.float64)
+        if initial.ndim != 4 or initial.shape[1] != 1 or initial.shape[2] != initial.shape[3]:
+            raise ValueError("initial vorticity must have shape [batch, 1, n, n], got "
+                             f"{initial.shape}")
+        if not np.all(np.isfinite(initial)):
+            raise ValueError("initial vorticity contains NaN or inf")
+        if int(num_steps) != num_steps or num_steps < 0:
+            raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
+        batch, n_in = initial.shape[0], initial.shape[-1]
+        big = cfg.simulation_resolution
+        out_res = n_in if output_resolution is None else int(output_resolution)
+        if out_res < 1 or big % out_res:
+            raise ValueError(f"output resolution {out_res} must divide the simulation "
+                             f"resolution {big}")
+        stride = big // out_res
+        viscosity, amplitudes = self._resolve_parameters(batch, parameters)
+
+        engine = self._engine(batch)
+        engine.load(spectral_resample(initial[:, 0], big) if n_in != big else initial[:, 0])
+        forcing_hat, shift_hat = self._forcing_spectra(engine, amplitudes)
+
+        frames = np.empty((batch, int(num_steps) + 1, 1, out_res, out_res))
+        if n_in == big:  # keep the given frame bit for bit
+            frames[:, 0, 0] = initial[:, 0, ::stride, ::stride]
+        elif n_in == out_res:
+            frames[:, 0, 0] = initial[:, 0]
+        else:
+            frames[:, 0, 0] = engine.physical()[:, ::stride, ::stride]
+        for record in range(int(num_steps)):
+            start = time + record * cfg.record_interval
+            self._advance_interval(engine, start, viscosity, forcing_hat, shift_hat)
+            field = engine.physical()
+            if not np.all(np.isfinite(field)):
+                bad = np.flatnonzero(~np.all(np.isfinite(field), axis=(-2, -1)))
+                raise SolverDivergedError(
+                    f"Navier-Stokes solution became non-finite by t = "
+                    f"{start + cfg.record_interval:g} in batch rows {bad.tolist()} "
+                    f"(scheme {cfg.effective_scheme}, time_step "
+                    f"{cfg.effective_time_step:g}, cfl {cfg.cfl:g}): reduce the time step "
+                    "(faithful mode) or the cfl number, or raise the resolution")
+            frames[:, record + 1, 0] = field[:, ::stride, ::stride]
+            if progress is not None:
+                progress(1.0 / num_steps)
+        return frames
+
+    def _forcing_spectra(self, engine: _Engine, amplitudes):
+        """f̂ and, for the moving phase, its quarter-period shift: f̂(t) = cos φ F̂ + sin φ Ĝ."""
+        cfg, n = self.config, engine.n
+        plan = RealFFT((1 if amplitudes is None else amplitudes.shape[0],), n,
+                       backend=self.fft_backend, threads=self.threads)
+        plan.real[...] = forcing_field(cfg.forcing, n, amplitudes, phase=0.0)
+        forcing_hat = plan.forward().copy()
+        if cfg.forcing != "torus-vis-force":
+            return forcing_hat, forcing_hat  # shift unused (has_shift = False)
+        # sin(θ + φ) = cos φ sin θ + sin φ cos θ: the sin φ part is the forcing at φ = π/2.
+        plan.real[...] = forcing_field(cfg.forcing, n, amplitudes, phase=np.pi / 2)
+        return forcing_hat, plan.forward().copy()
+
+    def _advance_interval(self, engine: _Engine, start: float, viscosity: np.ndarray,
+                          forcing_hat: np.ndarray, shift_hat: np.ndarray) -> None:
+        """Advance ``engine.w_hat`` by one record interval, sub-stepping per sample."""
+        cfg = self.config
+        interval = cfg.record_interval
+        batch = engine.batch
+        if cfg.time_stepping == "faithful":
+            steps = np.full(batch, _check_ratio(interval, cfg.effective_time_step, "interval"))
+        else:
+            speed = engine.max_speed()
+            with np.errstate(divide="ignore"):
+                limit = np.minimum(cfg.cfl / (engine.n * speed), cfg.effective_time_step)
+            steps = np.maximum(1, np.ceil(interval / limit - 1e-9)).astype(np.int64)
+        dt = interval / steps
+        if cfg.effective_scheme == "euler-cn":
+            stages = ((0.5, 1.0, 0.0, 0.0),)  # (alpha, gamma, zeta, node)
+        else:
+            stages = tuple(zip(_RK3_ALPHA, _RK3_GAMMA, _RK3_ZETA, _RK3_NODES))
+        store_previous = len(stages) > 1
+        moving = cfg.forcing == "torus-vis-force"
+        f_cos = np.ones(batch)
+        f_sin = np.zeros(batch)
+        for sub in range(int(steps.max())):
+            active = sub < steps
+            for alpha, gamma, zeta, node in stages:
+                if moving:
+                    phase = FORCING_PHASE_SPEED * (start + (sub + node) * dt)
+                    np.cos(phase, out=f_cos)
+                    np.sin(phase, out=f_sin)
+                engine.explicit_term(active)
+                _imex_stage(engine.w_hat, engine.nonlinear.spectral, engine.previous,
+                            forcing_hat, shift_hat, moving, f_cos, f_sin, engine.mask,
+                            engine.lap, viscosity, dt, active, alpha, gamma, zeta,
+                            store_previous)
+
+    # -- dataset generation ----------------------------------------------------------------
+    def solve_batch(self, inputs: Mapping[str, np.ndarray], *,
+                    progress: Callable[[float], None] | None = None) -> dict[str, np.ndarray]:
+        cfg = self.config
+        parameters = {k: v for k, v in inputs.items() if k != "initial"}
+        frames = self.simulate(inputs["initial"], cfg.num_records, parameters=parameters,
+                               output_resolution=cfg.resolution, progress=progress)
+        out = {"vorticity": frames[:, :, 0], "viscosity": np.asarray(inputs["viscosity"])}
+        r = cfg.resolution
+        if cfg.forcing == "torus-vis-force":
+            times = np.arange(cfg.num_records + 1) * cfg.record_interval
+            out["forcing"] = np.stack(
+                [forcing_field(cfg.forcing, r, inputs["forcing_amplitude"],
+                               phase=FORCING_PHASE_SPEED * t) for t in times], axis=1)
+        else:
+            field = forcing_field(cfg.forcing, r, inputs.get("forcing_amplitude"))
+            out["forcing"] = np.broadcast_to(field, (len(out["viscosity"]), r, r)).copy()
+        if cfg.forcing.startswith("torus"):
+            out["forcing_amplitude"] = np.asarray(inputs["forcing_amplitude"])
+        return out
+
+    def variables(self) -> dict[str, VariableSpec]:
+        cfg = self.config
+        space = (data.Y, data.X)
+        out = {
+            "vorticity": VariableSpec((data.TIME, *space), "vorticity", "1"),
+            "viscosity": VariableSpec((), "kinematic viscosity", "1"),
+            "forcing": VariableSpec(
+                ((data.TIME,) if cfg.forcing == "torus-vis-force" else ()) + space,
+                "vorticity forcing", "1"),
+        }
+        if cfg.forcing.startswith("torus"):
+            out["forcing_amplitude"] = VariableSpec(
+                ("forcing_wavenumber", "forcing_term"), "F-FNO forcing amplitude", "1")
+        return out
+
+    def coordinates(self) -> dict[str, xr.DataArray]:
+        cfg = self.config
+        coords = data.grid_coordinates(cfg.resolution, ndim=2)
+        coords[data.TIME] = data.time_coordinate(
+            np.arange(cfg.num_records + 1) * cfg.record_interval)
+        if cfg.forcing.startswith("torus"):
+            coords["forcing_wavenumber"] = xr.DataArray(
+                np.array([1, 2]), dims="forcing_wavenumber",
+                attrs={"long_name": "forcing wavenumber p", "units": "1"})
+            coords["forcing_term"] = xr.DataArray(
+                np.arange(6), dims="forcing_term",
+                attrs={"long_name": "forcing term: " + "; ".join(FORCING_TERMS), "units": "1"})
+        return coords

@@ -1,0 +1,244 @@
+"""Shared pseudospectral helpers: batched real FFTs, wavenumbers, dealiasing masks.
+
+Conventions (say them once, so nobody guesses):
+
+* The domain is the periodic box ``[0, length)^d``; a grid of ``n`` points does **not** include
+  the right boundary point: ``x_j = j * length / n``.
+* Transforms act on the trailing ``ndim`` axes; everything in front is batch.  Real-to-complex
+  ("rfft") layout: the last axis keeps ``n // 2 + 1`` non-negative wavenumbers, the others the
+  full ``0 .. n/2-1, -n/2 .. -1`` range.
+* Both directions are **unnormalised** (FFTW's convention): ``backward(forward(x)) == n**ndim * x``.
+  Hot loops fold the ``1 / n**ndim`` into a multiplier they apply anyway.
+
+Plans are made with ``FFTW_ESTIMATE``: the plan, and therefore every rounding error, is a pure
+function of the shape. ``FFTW_MEASURE`` times candidate algorithms and can pick different ones
+from run to run (and for different batch sizes when threaded), which would break the guarantee
+that sample *i* of a dataset is bit-identical whatever the batch size.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import numpy as np
+import pyfftw
+
+__all__ = [
+    "RealFFT",
+    "dealias_mask",
+    "derivative_wavenumbers",
+    "default_threads",
+    "irfftn",
+    "rfftn",
+    "spectral_resample",
+    "wavenumbers",
+]
+
+Backend = Literal["pyfftw", "numpy"]
+#: Grids with at least this many points per transform use all cores in FFTW.
+_THREADED_GRID_SIZE = 128 * 128
+_BACKENDS = ("pyfftw", "numpy")
+
+
+def default_threads() -> int:
+    """Threads for FFTW and numba: every core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_n(n: int) -> int:
+    if not isinstance(n, (int, np.integer)) or n < 2 or n % 2:
+        raise ValueError(f"spectral grids need an even number of points >= 2, got n={n!r}")
+    return int(n)
+
+
+def wavenumbers(n: int, *, real: bool = False) -> np.ndarray:
+    """Integer wavenumbers of an ``n``-point periodic grid, in FFT order.
+
+    Parameters
+    ----------
+    n : int
+        Even number of grid points.
+    real : bool
+        If true, the ``n // 2 + 1`` non-negative wavenumbers of the real-to-complex layout.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape ``(n,)`` or ``(n // 2 + 1,)``.
+        ``k = 0, 1, ..., n/2 - 1, -n/2, ..., -1`` (full) or ``0 .. n/2`` (real).
+        Multiply by ``2 pi / length`` for angular wavenumbers.
+    """
+    n = _check_n(n)
+    return np.fft.rfftfreq(n, 1.0 / n) if real else np.fft.fftfreq(n, 1.0 / n)
+
+
+def derivative_wavenumbers(n: int, *, real: bool = False) -> np.ndarray:
+    """Wavenumbers for spectral differentiation, with the Nyquist mode zeroed.
+
+    The Nyquist mode ``k = -n/2`` has no partner ``+n/2``: its derivative is not a real
+    field, so a first derivative must drop it (Trefethen, *Spectral Methods in MATLAB*, ch. 3).
+    """
+    k = wavenumbers(n, real=real).copy()
+    k[np.abs(k) == n // 2] = 0.0
+    return k
+
+
+def dealias_mask(n: int, *, ndim: int = 2, fraction: float = 2.0 / 3.0) -> np.ndarray:
+    """Square truncation mask in real-to-complex layout: keep ``|k_i| <= fraction * (n / 2)``.
+
+    With the default 2/3 this is Orszag's rule as FNO's ``navier_stokes_2d`` applies it to the
+    nonlinear term.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape ``(n,) * (ndim - 1) + (n // 2 + 1,)``.
+    """
+    n = _check_n(n)
+    if ndim not in (1, 2):
+        raise ValueError(f"ndim must be 1 or 2, got {ndim!r}")
+    limit = fraction * (n // 2)
+    keep_last = np.abs(wavenumbers(n, real=True)) <= limit
+    if ndim == 1:
+        return keep_last
+    keep_full = np.abs(wavenumbers(n)) <= limit
+    return keep_full[:, None] & keep_last[None, :]
+
+
+def _aligned(shape: tuple[int, ...], dtype) -> np.ndarray:
+    out = pyfftw.empty_aligned(shape, dtype=dtype)
+    out[...] = 0
+    return out
+
+
+class RealFFT:
+    """Batched real FFT over the trailing axes with preallocated buffers and cached plans.
+
+    The object owns two aligned arrays, ``real`` (``batch_shape + (n,) * ndim``, float64) and
+    ``spectral`` (``batch_shape + (n,) * (ndim - 1) + (n // 2 + 1,)``, complex128). Hot loops
+    write into one, call :meth:`forward` or :meth:`backward`, and read the other: no
+    allocation per call. Both directions are unnormalised.
+
+    Parameters
+    ----------
+    batch_shape : tuple of int
+        Leading (batch) dimensions, e.g. ``(4, 8)`` for four fields of eight samples.
+    n : int
+        Even number of grid points per axis.
+    ndim : {1, 2}
+        Number of transformed (trailing) axes.
+    threads : int, optional
+        FFTW threads; default: all usable cores. The result does not depend on it.
+    backend : {"pyfftw", "numpy"}
+        ``"numpy"`` runs ``numpy.fft`` on the same buffers: the reference path in tests.
+
+    Notes
+    -----
+    ``backward`` destroys the contents of ``spectral`` with the pyFFTW backend (FFTW's
+    complex-to-real transforms overwrite their input); copy first if you still need it.
+
+    Example
+    -------
+    >>> fft = RealFFT((3,), 16)
+    >>> fft.real[...] = 1.0
+    >>> fft.forward()
+    >>> float(fft.spectral[0, 0, 0].real)
+    256.0
+    """
+
+    def __init__(self, batch_shape: tuple[int, ...], n: int, *, ndim: int = 2,
+                 threads: int | None = None, backend: Backend = "pyfftw") -> None:
+        if backend not in _BACKENDS:
+            raise ValueError(f"unknown FFT backend {backend!r}; choose one of {_BACKENDS}")
+        if ndim not in (1, 2):
+            raise ValueError(f"ndim must be 1 or 2, got {ndim!r}")
+        self.n = _check_n(n)
+        self.ndim = ndim
+        self.backend = backend
+        # Threads pay off only on large grids. Decided by the grid, never the batch: the
+        # plan (hence every rounding) must not depend on how many samples share it.
+        if threads is None:
+            threads = default_threads() if self.n ** ndim >= _THREADED_GRID_SIZE else 1
+        self.threads = int(threads)
+        self.batch_shape = tuple(int(b) for b in batch_shape)
+        grid = (self.n,) * ndim
+        half = (self.n,) * (ndim - 1) + (self.n // 2 + 1,)
+        self.real = _aligned(self.batch_shape + grid, np.float64)
+        self.spectral = _aligned(self.batch_shape + half, np.complex128)
+        self._axes = tuple(range(-ndim, 0))
+        self._forward_plan = None
+        self._backward_plan = None
+
+    def forward(self) -> np.ndarray:
+        """``spectral <- rfft(real)``, unnormalised. Returns ``spectral``."""
+        if self.backend == "numpy":
+            self.spectral[...] = np.fft.rfftn(self.real, axes=self._axes)
+            return self.spectral
+        if self._forward_plan is None:
+            self._forward_plan = pyfftw.FFTW(
+                self.real, self.spectral, axes=self._axes, direction="FFTW_FORWARD",
+                flags=("FFTW_ESTIMATE",), threads=self.threads)
+        self._forward_plan.execute()
+        return self.spectral
+
+    def backward(self) -> np.ndarray:
+        """``real <- irfft(spectral)``, unnormalised (``n**ndim`` times numpy's). Returns ``real``."""
+        if self.backend == "numpy":
+            self.real[...] = np.fft.irfftn(self.spectral, s=(self.n,) * self.ndim,
+                                           axes=self._axes, norm="forward")
+            return self.real
+        if self._backward_plan is None:
+            self._backward_plan = pyfftw.FFTW(
+                self.spectral, self.real, axes=self._axes, direction="FFTW_BACKWARD",
+                flags=("FFTW_ESTIMATE", "FFTW_DESTROY_INPUT"), threads=self.threads)
+        self._backward_plan.execute()
+        return self.real
+
+
+def rfftn(x: np.ndarray, *, ndim: int = 2, backend: Backend = "pyfftw") -> np.ndarray:
+    """Unnormalised real FFT over the trailing ``ndim`` axes (allocating; not for hot loops)."""
+    x = np.asarray(x, dtype=np.float64)
+    fft = RealFFT(x.shape[:-ndim], x.shape[-1], ndim=ndim, backend=backend)
+    fft.real[...] = x
+    return fft.forward().copy()
+
+
+def irfftn(x_hat: np.ndarray, n: int, *, ndim: int = 2, backend: Backend = "pyfftw") -> np.ndarray:
+    """Normalised inverse of :func:`rfftn`: ``irfftn(rfftn(x), n) == x`` to round-off."""
+    x_hat = np.asarray(x_hat, dtype=np.complex128)
+    fft = RealFFT(x_hat.shape[:-ndim], n, ndim=ndim, backend=backend)
+    fft.spectral[...] = x_hat
+    return fft.backward() / float(n) ** ndim
+
+
+def spectral_resample(x: np.ndarray, n: int, *, ndim: int = 2) -> np.ndarray:
+    """Resample periodic fields to ``n`` points per axis by Fourier truncation or zero padding.
+
+    Upsampling returns the band-limited interpolant through the given points (the Nyquist
+    mode of the coarse grid, which has no unambiguous sign, is dropped); downsampling keeps
+    the modes the coarse grid can hold. Resampling to the same size returns a copy.
+
+    Parameters
+    ----------
+    x : array, shape ``(..., m, m)`` (``ndim=2``) or ``(..., m)``
+    n : int
+        Even target size.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    m = _check_n(x.shape[-1])
+    n = _check_n(n)
+    if m == n:
+        return x.copy()
+    x_hat = rfftn(x, ndim=ndim)
+    keep = min(m, n) // 2  # modes |k| < keep survive; the Nyquist of the smaller grid is dropped
+    out = np.zeros(x.shape[:-ndim] + (n,) * (ndim - 1) + (n // 2 + 1,), dtype=np.complex128)
+    if ndim == 1:
+        out[..., :keep] = x_hat[..., :keep]
+    else:
+        out[..., :keep, :keep] = x_hat[..., :keep, :keep]
+        if keep > 1:  # negative wavenumbers -(keep-1) .. -1 (explicit: -0 would slice everything)
+            out[..., n - keep + 1:, :keep] = x_hat[..., m - keep + 1:, :keep]
+    out *= (n / m) ** ndim
+    return irfftn(out, n, ndim=ndim)

@@ -1,0 +1,238 @@
+"""NavierStokes2D: exact solutions, convergence orders, conservation, reference agreement."""
+
+import numpy as np
+import pytest
+
+from ssmpde.solvers import get_solver
+from ssmpde.solvers.navier_stokes import (NavierStokes2D, SolverDivergedError, forcing_field,
+                                          reference_step)
+from ssmpde.solvers.random_fields import PeriodicGRF, sample_rng
+
+pytestmark = pytest.mark.usefixtures("raise_on_fp_errors")
+
+
+def grid(n):
+    c = np.arange(n) / n
+    return c[:, None], c[None, :]  # y, x
+
+
+def solver(**config):
+    base = dict(resolution=32, simulation_resolution=32, viscosity=1e-3, final_time=1.0,
+                record_interval=0.5, time_step=1e-3, forcing="none")
+    base.update(config)
+    return NavierStokes2D(**base)
+
+
+def smooth_field(n, seed=0, amplitude=1.0):
+    return amplitude * PeriodicGRF(n, alpha=2.5, tau=7.0).sample(sample_rng(seed, 0))
+
+
+def test_registry_builds_the_solver():
+    ns = get_solver("navier-stokes", viscosity=1e-4)
+    assert isinstance(ns, NavierStokes2D) and ns.config.viscosity == 1e-4
+
+
+def test_nonlinear_term_matches_closed_form():
+    # ω = sin 2πx + cos 4πy: ψ = sin 2πx / 4π² + cos 4πy / 16π², u = ∂yψ, v = −∂xψ, so
+    # u ω_x + v ω_y = 1.5 sin 4πy cos 2πx. A sign error in u or v flips a term.
+    n = 32
+    y, x = grid(n)
+    w = np.sin(2 * np.pi * x) + np.cos(4 * np.pi * y) + 0 * y
+    ns = solver(simulation_resolution=n, resolution=n)
+    engine = ns._engine(1)
+    engine.load(w[None])
+    engine.explicit_term(np.ones(1, dtype=bool))
+    expected = 1.5 * np.sin(4 * np.pi * y) * np.cos(2 * np.pi * x)
+    np.testing.assert_allclose(engine.nonlinear.real[0], expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["pyfftw", "numpy"])
+def test_faithful_step_equals_plain_numpy_reference(backend):
+    n, dt = 32, 1e-3
+    w0 = smooth_field(n, amplitude=20.0)[None]
+    f = forcing_field("fno", n)
+    ns = NavierStokes2D(resolution=n, simulation_resolution=n, viscosity=1e-3, forcing="fno",
+                        final_time=dt, record_interval=dt, time_step=dt, fft_backend=backend)
+    ours = ns.simulate(w0[:, None], 3)[:, -1, 0]
+    w_hat = np.fft.rfft2(w0)
+    for _ in range(3):
+        w_hat = reference_step(w_hat, np.fft.rfft2(f), 1e-3, dt)
+    theirs = np.fft.irfft2(w_hat, s=(n, n))
+    assert np.max(np.abs(ours - theirs)) <= 1e-12 * np.max(np.abs(theirs))
+
+
+def shell_solution(t, w0_modes, nu, lam, steady):
+    return steady + (w0_modes - steady) * np.exp(-nu * lam * t)
+
+
+@pytest.mark.parametrize("scheme", ["euler-cn", "rk3-cn"])
+@pytest.mark.parametrize("forcing", ["none", "fno"])
+def test_single_shell_field_decays_exactly(scheme, forcing):
+    # Modes with one |k| have ψ ∝ ω, so u·∇ω = 0: ω relaxes to f / (νλ) as exp(−νλt).
+    n, nu = 64, 1e-3
+    y, x = grid(n)
+    if forcing == "fno":  # the FNO forcing lives on |k|² = 2: put ω0 there too
+        k2 = 2
+        w0 = 0.7 * np.cos(2 * np.pi * (x + y)) - 0.4 * np.sin(2 * np.pi * (x - y)) \
+            + 0.3 * np.cos(2 * np.pi * (x - y))
+    else:
+        k2 = 25
+        w0 = np.cos(2 * np.pi * (3 * x + 4 * y)) + 0.5 * np.sin(2 * np.pi * 5 * y) \
+            - 0.8 * np.cos(2 * np.pi * (4 * x - 3 * y)) + 0 * x
+    lam = 4 * np.pi ** 2 * k2
+    steady = forcing_field(forcing, n)[0] / (nu * lam)
+    ns = NavierStokes2D(resolution=n, simulation_resolution=n, viscosity=nu, forcing=forcing,
+                        final_time=1.0, record_interval=0.25, time_step=1e-4, scheme=scheme)
+    frames = ns.simulate(w0[None, None], 4)
+    for step in range(5):
+        exact = shell_solution(0.25 * step, w0, nu, lam, steady)
+        error = np.linalg.norm(frames[0, step, 0] - exact) / np.linalg.norm(exact)
+        assert error <= 1e-9, (step, error)
+
+
+def moving_forcing_exact(n, t, nu, amplitude):
+    # f = A sin(2πx + ct), c = 0.2, on the |k| = 1 shell: a' = −κa + A e^{ict}, a(0) = 0,
+    # a(t) = A (e^{ict} − e^{−κt}) / (κ + ic), ω = Im(a e^{2πix}).
+    y, x = grid(n)
+    kappa, c = nu * 4 * np.pi ** 2, 0.2
+    a = amplitude * (np.exp(1j * c * t) - np.exp(-kappa * t)) / (kappa + 1j * c)
+    return np.imag(a * np.exp(2j * np.pi * x)) + 0 * y
+
+
+def fitted_order(steps, errors):
+    return np.polyfit(np.log(steps), np.log(errors), 1)[0]
+
+
+@pytest.mark.parametrize("scheme, order", [("euler-cn", 1.0), ("rk3-cn", 2.0)])
+def test_time_dependent_forcing_converges_at_scheme_order(scheme, order):
+    n, nu, T = 16, 1e-2, 2.0
+    amplitudes = np.zeros((1, 2, 6))
+    amplitudes[0, 0, 0] = 10.0  # only sin(2πx + φ), p = 1: a single shell
+    exact = moving_forcing_exact(n, T, nu, 0.1 * 10.0)
+    steps, errors = [0.2, 0.1, 0.05, 0.025], []
+    for dt in steps:
+        ns = NavierStokes2D(resolution=n, simulation_resolution=n, viscosity=nu,
+                            forcing="torus-vis-force", final_time=T, record_interval=T,
+                            time_step=dt, scheme=scheme)
+        out = ns.simulate(np.zeros((1, 1, n, n)), 1,
+                          parameters={"viscosity": [nu], "forcing_amplitude": amplitudes})
+        errors.append(np.linalg.norm(out[0, -1, 0] - exact) / np.linalg.norm(exact))
+    assert abs(fitted_order(steps, errors) - order) < 0.1, errors
+
+
+@pytest.mark.parametrize("scheme, order", [("euler-cn", 1.0), ("rk3-cn", 2.0)])
+def test_temporal_convergence_on_smooth_grf(scheme, order):
+    # The faithful FNO scheme is first order (explicit Euler advection); the fast RK3/CN one
+    # is second order (CN diffusion; with weak diffusion its third-order explicit error
+    # dominates these step sizes, so ν = 1e-2 keeps both parts in play). Each error is
+    # measured against the same scheme with Δt / 64.
+    n, T = 32, 0.2
+    w0 = smooth_field(n, seed=3, amplitude=10.0)[None, None]
+
+    def run(dt):
+        ns = solver(simulation_resolution=n, resolution=n, final_time=T, record_interval=T,
+                    time_step=dt, scheme=scheme, forcing="fno", viscosity=1e-2)
+        return ns.simulate(w0, 1)[0, -1, 0]
+
+    steps = [0.01, 0.005, 0.0025, 0.00125]
+    reference = run(steps[-1] / 64)
+    errors = [np.linalg.norm(run(dt) - reference) / np.linalg.norm(reference) for dt in steps]
+    assert abs(fitted_order(steps, errors) - order) < 0.1, errors
+
+
+@pytest.mark.parametrize("time_stepping", ["faithful", "cfl"])
+def test_mean_vorticity_is_conserved_to_round_off(time_stepping):
+    n = 32
+    w0 = smooth_field(n, amplitude=10.0) + 0.3
+    ns = solver(resolution=n, simulation_resolution=n, forcing="fno", final_time=2.0,
+                record_interval=0.5, time_stepping=time_stepping,
+                time_step=1e-3 if time_stepping == "faithful" else None)
+    frames = ns.simulate(w0[None, None], 4)
+    means = frames[0, :, 0].mean(axis=(-2, -1))
+    assert np.max(np.abs(means - 0.3)) < 1e-13
+    assert np.max(np.abs(frames[0, -1, 0] - frames[0, 0, 0])) > 1e-2  # the flow did move
+
+
+def test_batch_of_samples_equals_samples_one_at_a_time():
+    ns = solver(simulation_resolution=32, resolution=16, forcing="fno", time_stepping="cfl",
+                time_step=None)
+    w0 = np.stack([smooth_field(32, seed=s, amplitude=5.0 * (s + 1)) for s in range(3)])[:, None]
+    batch = ns.simulate(w0, 2, output_resolution=16)
+    for s in range(3):
+        single = ns.simulate(w0[s:s + 1], 2, output_resolution=16)
+        np.testing.assert_array_equal(batch[s], single[0])
+
+
+def test_cfl_mode_agrees_with_faithful_scheme():
+    n = 64
+    w0 = smooth_field(n, seed=1)[None, None] * 5
+    kw = dict(resolution=n, simulation_resolution=n, viscosity=1e-4, forcing="fno",
+              final_time=2.0, record_interval=1.0)
+    faithful = NavierStokes2D(**kw).simulate(w0, 2)[0, -1, 0]
+    fast = NavierStokes2D(**kw, time_stepping="cfl").simulate(w0, 2)[0, -1, 0]
+    assert np.linalg.norm(fast - faithful) / np.linalg.norm(faithful) < 2e-3
+
+
+def test_step_at_stored_resolution_interpolates_spectrally():
+    ns = solver(resolution=16, simulation_resolution=32, forcing="fno")
+    y, x = grid(16)
+    w = np.cos(2 * np.pi * (x + y))[None, None, None] + 0 * y  # band-limited on 16²
+    nxt = ns.step(w)
+    assert nxt.shape == (1, 1, 16, 16)
+    # same thing run at the simulation resolution, then strided
+    y2, x2 = grid(32)
+    w_big = (np.cos(2 * np.pi * (x2 + y2)) + 0 * y2)[None, None, None]
+    np.testing.assert_allclose(nxt[0, 0], ns.step(w_big)[0, 0, ::2, ::2], atol=1e-12)
+
+
+def test_torus_forcing_phase_decomposition():
+    rng = np.random.default_rng(0)
+    amplitudes = rng.uniform(size=(2, 2, 6))
+    phase = 0.7
+    moving = forcing_field("torus-vis-force", 16, amplitudes, phase=phase)
+    split = np.cos(phase) * forcing_field("torus-vis", 16, amplitudes) \
+        + np.sin(phase) * forcing_field("torus-vis", 16, amplitudes, phase=np.pi / 2)
+    np.testing.assert_allclose(moving, split, atol=1e-14)
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(viscosity=-1e-3), "viscosity"),
+    (dict(viscosity=0.0), "viscosity"),
+    (dict(viscosity=float("nan")), "viscosity"),
+    (dict(viscosity=(1e-4, 1e-5)), "low, high"),
+    (dict(resolution=60, simulation_resolution=256), "divisor"),
+    (dict(forcing="kolmogorov"), "unknown forcing"),
+    (dict(time_stepping="fast"), "time_stepping"),
+    (dict(record_interval=0.3, final_time=1.0), "whole number"),
+    (dict(time_step=3e-4, record_interval=1.0), "whole number"),
+])
+def test_bad_config_is_rejected_with_a_clear_message(config, message):
+    with pytest.raises(ValueError, match=message):
+        NavierStokes2D(**config)
+
+
+def test_unknown_option_suggests_the_right_one():
+    with pytest.raises(TypeError, match="Did you mean 'viscosity'"):
+        NavierStokes2D(viscocity=1e-3)
+
+
+def test_unknown_equation_is_rejected():
+    with pytest.raises(ValueError, match="unknown equation 'navier-stoke'.*navier-stokes"):
+        get_solver("navier-stoke")
+
+
+def test_bad_states_are_rejected():
+    ns = solver()
+    with pytest.raises(ValueError, match="shape"):
+        ns.step(np.zeros((1, 32, 32)))
+    with pytest.raises(ValueError, match="NaN"):
+        ns.simulate(np.full((1, 1, 32, 32), np.nan), 1)
+    with pytest.raises(ValueError, match="viscosity"):
+        solver(viscosity=(1e-4, 1e-3)).simulate(np.zeros((1, 1, 32, 32)), 1)
+
+
+def test_blow_up_raises_a_clear_error():
+    ns = solver(final_time=10.0, record_interval=1.0, time_step=0.05)
+    w0 = smooth_field(32, amplitude=400.0)[None, None]
+    with np.errstate(all="ignore"), pytest.raises(SolverDivergedError, match="time step"):
+        ns.simulate(w0, 10)
