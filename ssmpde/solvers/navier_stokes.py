@@ -76,9 +76,11 @@ class NavierStokesConfig:
         ``fno``: f = 0.1 (sin 2π(x+y) + cos 2π(x+y)). ``torus-vis``: F-FNO random forcing,
         amplitudes α ~ U[0, 1] per sample, phase 0. ``torus-vis-force``: the same with phase
         φ = 0.2 t (the forcing is stored at every recorded time).
-    final_time, record_interval : float
-        Simulated time span and the interval between stored frames. The initial frame is
-        stored too: ``final_time / record_interval + 1`` frames.
+    final_time : float
+        Simulated time span T. ``final_time / record_interval + 1`` frames are stored (the
+        initial one included).
+    record_interval : float
+        Time between stored frames; one Stepper ``step`` advances this much.
     time_stepping : {"faithful", "cfl"}
         ``faithful``: FNO's fixed step. ``cfl``: per sample and per record interval,
         Δt = min(cfl · Δx / max|u| + |v|, time_step), snapped to divide the interval.
@@ -91,8 +93,12 @@ class NavierStokesConfig:
         Time integrator. Default: ``euler-cn`` (FNO: Crank–Nicolson diffusion, explicit Euler
         advection and forcing; first order in time) for faithful, ``rk3-cn`` (Spalart–Moser–
         Rogers RK3 with Crank–Nicolson; second order) for CFL.
-    alpha, tau, sigma : float
-        Periodic GRF of the initial vorticity (sigma default ``tau ** (0.5 (2 alpha - 2))``).
+    alpha : float
+        Smoothness exponent of the initial-vorticity GRF, covariance ∝ (−Δ + τ²)^(−α).
+    tau : float
+        Inverse length scale τ of the initial-vorticity GRF.
+    sigma : float, optional
+        Amplitude of the initial-vorticity GRF; default ``tau ** (alpha - 1)`` (7^1.5, FNO).
     """
 
     resolution: int = 64

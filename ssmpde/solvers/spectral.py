@@ -38,6 +38,8 @@ __all__ = [
 Backend = Literal["pyfftw", "numpy"]
 #: Grids with at least this many points per transform use all cores in FFTW.
 _THREADED_GRID_SIZE = 128 * 128
+#: Transforms per FFTW call when the batch is split (see RealFFT).
+_CHUNK = 4
 _BACKENDS = ("pyfftw", "numpy")
 
 
@@ -168,19 +170,32 @@ class RealFFT:
         self.real = _aligned(self.batch_shape + grid, np.float64)
         self.spectral = _aligned(self.batch_shape + half, np.complex128)
         self._axes = tuple(range(-ndim, 0))
-        self._forward_plan = None
-        self._backward_plan = None
+        # Plans run over chunks of the (flattened) batch: a few transforms at a time stay in
+        # cache (at 256², 4 per call is ~25 % faster per transform than 32). A chunk must
+        # start on a SIMD-aligned address, or FFTW would pick unaligned codelets for it and
+        # round differently from its neighbours; otherwise one plan covers the batch.
+        count = int(np.prod(self.batch_shape, dtype=np.int64))
+        real_flat = self.real.reshape((count,) + grid)
+        spectral_flat = self.spectral.reshape((count,) + half)
+        step = _CHUNK if all((size * _CHUNK) % pyfftw.simd_alignment == 0 for size in
+                             (real_flat[0].nbytes, spectral_flat[0].nbytes)) else count
+        self._chunks = [(real_flat[i:i + step], spectral_flat[i:i + step])
+                        for i in range(0, count, max(step, 1))]
+        self._forward_plans: list[pyfftw.FFTW] = []
+        self._backward_plans: list[pyfftw.FFTW] = []
 
     def forward(self) -> np.ndarray:
         """``spectral <- rfft(real)``, unnormalised. Returns ``spectral``."""
         if self.backend == "numpy":
             self.spectral[...] = np.fft.rfftn(self.real, axes=self._axes)
             return self.spectral
-        if self._forward_plan is None:
-            self._forward_plan = pyfftw.FFTW(
-                self.real, self.spectral, axes=self._axes, direction="FFTW_FORWARD",
-                flags=("FFTW_ESTIMATE",), threads=self.threads)
-        self._forward_plan.execute()
+        if not self._forward_plans:
+            self._forward_plans = [
+                pyfftw.FFTW(real, spectral, axes=self._axes, direction="FFTW_FORWARD",
+                            flags=("FFTW_ESTIMATE",), threads=self.threads)
+                for real, spectral in self._chunks]
+        for plan in self._forward_plans:
+            plan.execute()
         return self.spectral
 
     def backward(self) -> np.ndarray:
@@ -189,11 +204,13 @@ class RealFFT:
             self.real[...] = np.fft.irfftn(self.spectral, s=(self.n,) * self.ndim,
                                            axes=self._axes, norm="forward")
             return self.real
-        if self._backward_plan is None:
-            self._backward_plan = pyfftw.FFTW(
-                self.spectral, self.real, axes=self._axes, direction="FFTW_BACKWARD",
-                flags=("FFTW_ESTIMATE", "FFTW_DESTROY_INPUT"), threads=self.threads)
-        self._backward_plan.execute()
+        if not self._backward_plans:
+            self._backward_plans = [
+                pyfftw.FFTW(spectral, real, axes=self._axes, direction="FFTW_BACKWARD",
+                            flags=("FFTW_ESTIMATE", "FFTW_DESTROY_INPUT"), threads=self.threads)
+                for real, spectral in self._chunks]
+        for plan in self._backward_plans:
+            plan.execute()
         return self.real
 
 

@@ -1,0 +1,128 @@
+"""Navier–Stokes step: ssmpde (pyFFTW + numba, batched) against plain NumPy, in one run.
+
+Both sides integrate the same faithful FNO scheme from the same initial vorticity at 256²
+for a batch of 8 samples; the script first checks that they agree to round-off, then times
+them and reports the ratio, and the wall time per ν = 1e-5, T = 20 sample (faithful: the
+measured time per step times 200 000 steps; CFL mode: measured over ``--cfl-time`` units of
+simulated time and scaled to T = 20).
+
+    python benchmarks/bench_navier_stokes.py            # writes benchmarks/results/navier_stokes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+import ssmpde
+from ssmpde.solvers.navier_stokes import NavierStokes2D, forcing_field, reference_step
+from ssmpde.solvers.random_fields import PeriodicGRF, sample_rng
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def best_of(repeats, function):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resolution", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20, help="faithful steps per timing")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cfl-time", type=float, default=1.0,
+                        help="simulated time measured in CFL mode")
+    parser.add_argument("--out", type=Path, default=RESULTS / "navier_stokes.json")
+    args = parser.parse_args(argv)
+    n, batch, steps, nu, dt_step = args.resolution, args.batch, args.steps, 1e-5, 1e-4
+
+    grf = PeriodicGRF(n, alpha=2.5, tau=7.0)
+    w0 = grf.sample_batch([sample_rng(0, i) for i in range(batch)])
+    f_hat = np.fft.rfft2(forcing_field("fno", n))
+
+    ours = NavierStokes2D(resolution=n, simulation_resolution=n, viscosity=nu,
+                          forcing="fno", final_time=steps * dt_step,
+                          record_interval=steps * dt_step, time_step=dt_step)
+    ours.simulate(w0[:, None], 1)  # compile the kernels, make the plans
+
+    def run_ours():
+        return ours.simulate(w0[:, None], 1)[:, -1, 0]
+
+    def run_numpy():
+        w_hat = np.fft.rfft2(w0)
+        for _ in range(steps):
+            w_hat = reference_step(w_hat, f_hat, nu, dt_step)
+        return np.fft.irfft2(w_hat, s=(n, n))
+
+    difference = float(np.max(np.abs(run_ours() - run_numpy())) / np.max(np.abs(w0)))
+    t_ours = best_of(args.repeats, run_ours) / steps
+    t_numpy = best_of(args.repeats, run_numpy) / steps
+
+    fast = NavierStokes2D(resolution=n, simulation_resolution=n, viscosity=nu, forcing="fno",
+                          final_time=args.cfl_time, record_interval=args.cfl_time,
+                          time_stepping="cfl")
+    fast.simulate(w0[:, None], 1)
+    t_cfl = best_of(1, lambda: fast.simulate(w0[:, None], 1)) / args.cfl_time
+    faithful_end = NavierStokes2D(resolution=n, simulation_resolution=n, viscosity=nu,
+                                  forcing="fno", final_time=args.cfl_time,
+                                  record_interval=args.cfl_time)
+    t0 = time.perf_counter()
+    reference_end = faithful_end.simulate(w0[:, None], 1)[:, -1, 0]
+    t_faithful_measured = (time.perf_counter() - t0) / args.cfl_time
+    cfl_end = fast.simulate(w0[:, None], 1)[:, -1, 0]
+    cfl_error = float(np.linalg.norm(cfl_end - reference_end) / np.linalg.norm(reference_end))
+
+    per_sample = 20.0 / dt_step * t_ours / batch
+    result = {
+        "benchmark": "navier_stokes_faithful_step",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                    "cpus": os.cpu_count(), "python": platform.python_version()},
+        "versions": {"ssmpde": ssmpde.__version__, "numpy": np.__version__},
+        "resolution": n, "batch": batch, "viscosity": nu, "time_step": dt_step,
+        "max_abs_difference_relative": difference,
+        "seconds_per_step": {"ssmpde": t_ours, "numpy_reference": t_numpy},
+        "speedup_vs_numpy": t_numpy / t_ours,
+        "seconds_per_sample_T20": {
+            "faithful_ssmpde": per_sample,
+            "faithful_numpy_reference": 20.0 / dt_step * t_numpy / batch,
+            "faithful_ssmpde_measured_over_cfl_time": 20.0 * t_faithful_measured / batch,
+            "cfl_ssmpde": 20.0 * t_cfl / batch,
+        },
+        "cfl_mode_relative_l2_vs_faithful_at_cfl_time": cfl_error,
+        "cfl_time": args.cfl_time,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, args.out)
+
+    print(f"Navier-Stokes faithful step, {n}² x batch {batch}, ν = {nu:g}, Δt = {dt_step:g}")
+    print(f"  agreement ours vs NumPy after {steps} steps: max |Δω| / max|ω0| = {difference:.1e}")
+    print("| implementation | ms / step (batch) | ms / sample-step | speed-up |")
+    print("|---|---|---|---|")
+    print(f"| NumPy reference (numpy.fft) | {1e3 * t_numpy:.1f} | {1e3 * t_numpy / batch:.2f} | 1.0x |")
+    print(f"| ssmpde (pyFFTW + numba) | {1e3 * t_ours:.1f} | {1e3 * t_ours / batch:.2f} | "
+          f"{t_numpy / t_ours:.1f}x |")
+    print(f"Wall time per ν=1e-5, T=20 sample: faithful {per_sample / 60:.1f} min "
+          f"(NumPy {20.0 / dt_step * t_numpy / batch / 60:.1f} min); CFL mode "
+          f"{20.0 * t_cfl / batch / 60:.2f} min (rel. L2 vs faithful at t={args.cfl_time:g}: "
+          f"{cfl_error:.1e})")
+    return result
+
+
+if __name__ == "__main__":
+    main()

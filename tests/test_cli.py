@@ -1,0 +1,88 @@
+"""The ssmpde command line: generate and info, including its error messages."""
+
+import numpy as np
+import pytest
+
+from ssmpde import data
+from ssmpde.cli import main
+
+SMALL = ["--resolution", "16", "--simulation-resolution", "32", "--time", "1",
+         "--record-interval", "0.5", "--time-step", "0.01", "--no-progress"]
+
+
+def test_generate_then_info(tmp_path, capsys):
+    out = tmp_path / "ns.nc"
+    status = main(["generate", "navier-stokes", "--samples", "2", "--viscosity", "1e-3",
+                   "--seed", "0", "--out", str(out), *SMALL])
+    assert status == 0
+    with data.open_dataset(out) as ds:
+        assert ds.vorticity.shape == (2, 3, 16, 16)
+        assert data.config_of(ds)["solver"]["viscosity"] == 1e-3
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    for word in ("vorticity", "sample", "navier-stokes", "viscosity"):
+        assert word in text
+
+
+def test_viscosity_range_and_preset(tmp_path):
+    out = tmp_path / "tv.nc"
+    status = main(["generate", "navier-stokes", "--preset", "torus-vis", "--samples", "2",
+                   "--viscosity", "1e-4:1e-3", "--out", str(out), *SMALL])
+    assert status == 0
+    with data.open_dataset(out) as ds:
+        nu = ds.viscosity.values
+        assert np.all((nu >= 1e-4) & (nu <= 1e-3)) and nu[0] != nu[1]
+        assert ds.forcing_amplitude.shape == (2, 2, 6)
+
+
+def test_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["generate", "navier-stokes", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--viscosity", "--time", "--resolution", "--simulation-resolution",
+                 "--forcing", "--time-stepping", "--cfl", "--record-interval"):
+        assert flag in text
+    assert "non-dimensional" in text and "Kinematic viscosity" in text
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--viscosity", "-1"], "viscosity"),
+    (["--viscosity", "0"], "viscosity"),
+    (["--resolution", "24"], "divisor"),
+    (["--forcing", "kolmogorov"], "unknown forcing"),
+])
+def test_bad_physics_prints_one_clear_message(tmp_path, capsys, extra, message):
+    out = tmp_path / "ns.nc"
+    status = main(["generate", "navier-stokes", "--samples", "1", "--out", str(out),
+                   *SMALL, *extra])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_directory_and_unknown_equation(tmp_path, capsys):
+    status = main(["generate", "navier-stokes", "--samples", "1",
+                   "--out", str(tmp_path / "nope" / "ns.nc"), *SMALL])
+    assert status == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["generate", "navier-stoke", "--samples", "1", "--out", "x.nc"])
+    assert exit_info.value.code == 2
+    assert "navier-stokes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"", b"not a netcdf file\n", b"\x89HDF\r\n\x1a\n" + bytes(64)])
+def test_info_on_a_corrupt_file_is_one_clear_message(tmp_path, capsys, content):
+    bad = tmp_path / "bad.nc"
+    bad.write_bytes(content)
+    assert main(["info", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.nc" in err and "Traceback" not in err
+
+
+def test_info_on_a_missing_file(tmp_path, capsys):
+    assert main(["info", str(tmp_path / "none.nc")]) == 2
+    assert "none.nc" in capsys.readouterr().err
