@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,8 +21,8 @@ import xarray as xr
 from .. import data
 from .base import Solver, VariableSpec, register_solver
 from .random_fields import PeriodicGRF, sample_rng
-from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, spectral_resample,
-                       wavenumbers)
+from .spectral import (RealFFT, dealias_mask, default_threads, derivative_wavenumbers,
+                       spectral_resample, wavenumbers)
 
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "forcing_field",
            "reference_step"]
@@ -256,28 +258,35 @@ def reference_step(w_hat: np.ndarray, f_hat: np.ndarray, viscosity: float | np.n
 
 
 # ---------------------------------------------------------------------------------------
-# numba kernels: one fused pass per stage, written into preallocated buffers.
+# numba kernels: one fused pass per stage, written into preallocated buffers. Each is
+# compiled twice: parallel over rows (one group of samples uses every core) and serial with
+# the GIL released (several groups run side by side, one per core). Same arithmetic.
 # ---------------------------------------------------------------------------------------
-@numba.njit(parallel=True, cache=True, fastmath=False)
-def _spectral_gradients(w_hat, ky, kx, inv_lap, scale, active, out):  # pragma: no cover - numba
-    """out[0..3] = (û, v̂, ω̂x, ω̂y) · scale, with u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ."""
+def _spectral_gradients(w_hat, ky, kx, inv_lap, scale, active, out):  # pragma: no cover
+    """out[:, 0..3] = (û, v̂, ω̂x, ω̂y) · scale, with u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ."""
     batch, n, m = w_hat.shape
     for row in numba.prange(batch * n):
         b = row // n
         i = row % n
         if not active[b]:
             continue
+        # Real and imaginary parts spelled out: numba's complex product follows C99 Annex G
+        # (inf/NaN branches) and does not vectorise; multiplying by i·k is only a swap.
+        k_y = ky[i]
         for j in range(m):
-            w = w_hat[b, i, j] * scale
-            psi = w * inv_lap[i, j]
-            out[0, b, i, j] = 1j * ky[i] * psi
-            out[1, b, i, j] = -1j * kx[j] * psi
-            out[2, b, i, j] = 1j * kx[j] * w
-            out[3, b, i, j] = 1j * ky[i] * w
+            w = w_hat[b, i, j]
+            w_re = w.real * scale
+            w_im = w.imag * scale
+            p_re = w_re * inv_lap[i, j]
+            p_im = w_im * inv_lap[i, j]
+            k_x = kx[j]
+            out[b, 0, i, j] = complex(-k_y * p_im, k_y * p_re)
+            out[b, 1, i, j] = complex(k_x * p_im, -k_x * p_re)
+            out[b, 2, i, j] = complex(-k_x * w_im, k_x * w_re)
+            out[b, 3, i, j] = complex(-k_y * w_im, k_y * w_re)
 
 
-@numba.njit(parallel=True, cache=True, fastmath=False)
-def _advection(fields, active, out):  # pragma: no cover - numba
+def _advection(fields, active, out):  # pragma: no cover
     """out = u ω_x + v ω_y in physical space."""
     batch, n, n2 = out.shape
     for row in numba.prange(batch * n):
@@ -286,14 +295,13 @@ def _advection(fields, active, out):  # pragma: no cover - numba
         if not active[b]:
             continue
         for j in range(n2):
-            out[b, i, j] = fields[0, b, i, j] * fields[2, b, i, j] \
-                + fields[1, b, i, j] * fields[3, b, i, j]
+            out[b, i, j] = fields[b, 0, i, j] * fields[b, 2, i, j] \
+                + fields[b, 1, i, j] * fields[b, 3, i, j]
 
 
-@numba.njit(parallel=True, cache=True, fastmath=False)
 def _imex_stage(w_hat, nonlinear_hat, previous, forcing, forcing_shift, has_shift, f_cos,
                 f_sin, mask, lap, viscosity, dt, active, alpha, gamma, zeta,
-                store_previous):  # pragma: no cover - numba
+                store_previous):  # pragma: no cover
     """One implicit–explicit stage: CN-type diffusion, explicit advection and forcing.
 
     E = −mask · N̂ + f̂(t);  ω̂ ← [(1 − α Δt ν λ) ω̂ + Δt (γ E + ζ E_prev)] / (1 + α Δt ν λ).
@@ -308,32 +316,99 @@ def _imex_stage(w_hat, nonlinear_hat, previous, forcing, forcing_shift, has_shif
             continue
         fb = 0 if shared_forcing else b
         h = dt[b]
-        nu = viscosity[b]
+        diffusion = alpha * h * viscosity[b]
+        c, s = f_cos[b], f_sin[b]
         for j in range(m):
-            f = forcing[fb, i, j] * f_cos[b]
+            # complex arithmetic by parts (see _spectral_gradients); division by the real
+            # 1 + a is componentwise, as NumPy does it.
+            f = forcing[fb, i, j]
+            e_re = f.real * c
+            e_im = f.imag * c
             if has_shift:
-                f += forcing_shift[fb, i, j] * f_sin[b]
-            explicit = f - mask[i, j] * nonlinear_hat[b, i, j]
-            increment = gamma * explicit
+                g = forcing_shift[fb, i, j]
+                e_re += g.real * s
+                e_im += g.imag * s
+            n_hat = nonlinear_hat[b, i, j]
+            e_re -= mask[i, j] * n_hat.real
+            e_im -= mask[i, j] * n_hat.imag
+            i_re = gamma * e_re
+            i_im = gamma * e_im
             if zeta != 0.0:
-                increment += zeta * previous[b, i, j]
-            a = alpha * h * nu * lap[i, j]
-            w_hat[b, i, j] = ((1.0 - a) * w_hat[b, i, j] + h * increment) / (1.0 + a)
+                p = previous[b, i, j]
+                i_re += zeta * p.real
+                i_im += zeta * p.imag
+            a = diffusion * lap[i, j]
+            w = w_hat[b, i, j]
+            w_hat[b, i, j] = complex(((1.0 - a) * w.real + h * i_re) / (1.0 + a),
+                                     ((1.0 - a) * w.imag + h * i_im) / (1.0 + a))
             if store_previous:
-                previous[b, i, j] = explicit
+                previous[b, i, j] = complex(e_re, e_im)
+
+
+class _Kernels:
+    """The three kernels, compiled parallel or serial (GIL released)."""
+
+    def __init__(self, parallel: bool) -> None:
+        def compile_(function):
+            if parallel:
+                return numba.njit(parallel=True, cache=True)(function)
+            # A distinct name keeps numba's on-disk cache entries of the two builds apart.
+            serial = types.FunctionType(function.__code__, function.__globals__,
+                                        function.__name__ + "_serial")
+            serial.__qualname__ = function.__qualname__ + "_serial"
+            return numba.njit(nogil=True, cache=True)(serial)
+
+        self.gradients = compile_(_spectral_gradients)
+        self.advection = compile_(_advection)
+        self.imex_stage = compile_(_imex_stage)
+
+
+_KERNELS = {True: _Kernels(parallel=True), False: _Kernels(parallel=False)}
+
+#: Bytes of intermediate arrays a group of samples may keep in cache (about half a typical
+#: L3): a group goes through a whole record interval before the next, so each step reads what
+#: the previous one wrote from cache instead of memory.
+_CACHE_BUDGET = 16 * 2 ** 20
+
+
+class _Group:
+    """Buffers of one group of samples: views of the state, FFT plans, work arrays."""
+
+    def __init__(self, engine: _Engine, rows: slice, *, backend: str, threads: int) -> None:
+        size = rows.stop - rows.start
+        self.rows = rows
+        self.w_hat = engine.w_hat[rows]
+        self.previous = engine.previous[rows]
+        self.gradients = RealFFT((size, 4), engine.n, backend=backend, threads=threads)
+        self.nonlinear = RealFFT((size,), engine.n, backend=backend, threads=threads)
+        self.everyone = np.ones(size, dtype=np.bool_)
 
 
 class _Engine:
-    """Buffers, FFT plans and constants for one (grid, batch) size; reused across calls."""
+    """Buffers, FFT plans, constants and threads for one (grid, batch) size; reused.
+
+    The batch is cut into groups of samples that fit in cache. With several groups, one per
+    core runs at a time, each with single-threaded FFTs and serial kernels (no
+    synchronisation inside a step); a single group uses every core inside each FFT and
+    kernel. Each sample's arithmetic is the same either way: FFTW_ESTIMATE plans give the
+    same bits for any batch or thread count, and the kernels are elementwise.
+    """
 
     def __init__(self, n: int, batch: int, *, backend: str, threads: int | None) -> None:
         self.n, self.batch = n, batch
         m = n // 2 + 1
         self.w_hat = np.zeros((batch, n, m), dtype=np.complex128)
         self.previous = np.zeros((batch, n, m), dtype=np.complex128)
-        self.gradients = RealFFT((4, batch), n, backend=backend, threads=threads)
-        self.nonlinear = RealFFT((batch,), n, backend=backend, threads=threads)
-        self.record = RealFFT((batch,), n, backend=backend, threads=threads)
+        cores = default_threads() if threads is None else max(1, int(threads))
+        fits = max(1, _CACHE_BUDGET // (12 * n * n * 8))  # ~ 10 grid-sized fields per sample
+        size = min(fits, -(-batch // cores))
+        starts = range(0, batch, size)
+        self.workers = min(cores, len(starts))
+        fft_threads = max(1, cores // self.workers) if n * n >= 128 * 128 else 1
+        self.kernels = _KERNELS[self.workers == 1 and cores > 1]
+        self.groups = [_Group(self, slice(s, min(batch, s + size)), backend=backend,
+                              threads=fft_threads) for s in starts]
+        self.record = RealFFT((batch,), n, backend=backend, threads=cores)
         self.ky = 2 * np.pi * derivative_wavenumbers(n)
         self.kx = 2 * np.pi * derivative_wavenumbers(n, real=True)
         k2 = wavenumbers(n)[:, None] ** 2 + wavenumbers(n, real=True)[None, :] ** 2
@@ -341,22 +416,43 @@ class _Engine:
         self.inv_lap = np.divide(1.0, self.lap, out=np.zeros_like(self.lap), where=self.lap > 0)
         self.mask = dealias_mask(n).astype(np.float64)
         self.scale = 1.0 / (n * n)  # the unnormalised backward FFT's factor, folded in
+        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
 
-    def explicit_term(self, active: np.ndarray) -> None:
-        """nonlinear.spectral <- rfft(u ω_x + v ω_y) of the current ω̂ (unnormalised)."""
-        _spectral_gradients(self.w_hat, self.ky, self.kx, self.inv_lap, self.scale, active,
-                            self.gradients.spectral)
-        self.gradients.backward()
-        _advection(self.gradients.real, active, self.nonlinear.real)
-        self.nonlinear.forward()
+    def map_groups(self, function: Callable[[_Group], None]) -> None:
+        """Run ``function(group)`` for every group, ``self.workers`` at a time."""
+        if self._pool is None:
+            for group in self.groups:
+                function(group)
+            return
+        for future in [self._pool.submit(function, group) for group in self.groups]:
+            future.result()  # re-raises a worker's exception here
+
+    def nonlinear(self, group: _Group, active: np.ndarray) -> np.ndarray:
+        """rfft(u ω_x + v ω_y) of the group's current state (unnormalised; a buffer view)."""
+        self.kernels.gradients(group.w_hat, self.ky, self.kx, self.inv_lap, self.scale,
+                               active, group.gradients.spectral)
+        group.gradients.backward()
+        self.kernels.advection(group.gradients.real, active, group.nonlinear.real)
+        return group.nonlinear.forward()
+
+    def advection(self) -> np.ndarray:
+        """u ω_x + v ω_y of the current state in physical space (a new array; for tests)."""
+        out = np.empty((self.batch, self.n, self.n))
+        for group in self.groups:
+            self.nonlinear(group, group.everyone)
+            out[group.rows] = group.nonlinear.real
+        return out
 
     def max_speed(self) -> np.ndarray:
         """max over the grid of |u| + |v| per sample."""
-        everyone = np.ones(self.batch, dtype=np.bool_)
-        _spectral_gradients(self.w_hat, self.ky, self.kx, self.inv_lap, self.scale, everyone,
-                            self.gradients.spectral)
-        velocity = self.gradients.backward()[:2]
-        return np.max(np.abs(velocity[0]) + np.abs(velocity[1]), axis=(-2, -1))
+        speed = np.empty(self.batch)
+        for group in self.groups:
+            self.kernels.gradients(group.w_hat, self.ky, self.kx, self.inv_lap, self.scale,
+                                   group.everyone, group.gradients.spectral)
+            velocity = group.gradients.backward()[:, :2]
+            speed[group.rows] = np.max(np.abs(velocity[:, 0]) + np.abs(velocity[:, 1]),
+                                       axis=(-2, -1))
+        return speed
 
     def physical(self) -> np.ndarray:
         """The current vorticity in physical space (a new array)."""
@@ -635,20 +731,29 @@ class NavierStokes2D(Solver):
             stages = tuple(zip(_RK3_ALPHA, _RK3_GAMMA, _RK3_ZETA, _RK3_NODES))
         store_previous = len(stages) > 1
         moving = cfg.forcing == "torus-vis-force"
-        f_cos = np.ones(batch)
-        f_sin = np.zeros(batch)
-        for sub in range(int(steps.max())):
-            active = sub < steps
-            for alpha, gamma, zeta, node in stages:
-                if moving:
-                    phase = FORCING_PHASE_SPEED * (start + (sub + node) * dt)
-                    np.cos(phase, out=f_cos)
-                    np.sin(phase, out=f_sin)
-                engine.explicit_term(active)
-                _imex_stage(engine.w_hat, engine.nonlinear.spectral, engine.previous,
-                            forcing_hat, shift_hat, moving, f_cos, f_sin, engine.mask,
-                            engine.lap, viscosity, dt, active, alpha, gamma, zeta,
-                            store_previous)
+        shared = forcing_hat.shape[0] == 1
+        kernels = engine.kernels
+
+        def advance(group: _Group) -> None:
+            # Samples are independent: a group runs through the whole interval on its own,
+            # its working set staying in cache from step to step.
+            rows = group.rows
+            group_steps, group_dt, nu = steps[rows], dt[rows], viscosity[rows]
+            f = forcing_hat if shared else forcing_hat[rows]
+            g = shift_hat if shared else shift_hat[rows]
+            f_cos, f_sin = np.ones(len(group_dt)), np.zeros(len(group_dt))
+            for sub in range(int(group_steps.max())):
+                active = sub < group_steps
+                for alpha, gamma, zeta, node in stages:
+                    if moving:
+                        phase = FORCING_PHASE_SPEED * (start + (sub + node) * group_dt)
+                        f_cos, f_sin = np.cos(phase), np.sin(phase)
+                    nonlinear_hat = engine.nonlinear(group, active)
+                    kernels.imex_stage(group.w_hat, nonlinear_hat, group.previous, f, g, moving,
+                                       f_cos, f_sin, engine.mask, engine.lap, nu, group_dt,
+                                       active, alpha, gamma, zeta, store_previous)
+
+        engine.map_groups(advance)
 
     # -- dataset generation ----------------------------------------------------------------
     def solve_batch(self, inputs: Mapping[str, np.ndarray], *,

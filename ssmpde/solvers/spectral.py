@@ -39,7 +39,7 @@ Backend = Literal["pyfftw", "numpy"]
 #: Grids with at least this many points per transform use all cores in FFTW.
 _THREADED_GRID_SIZE = 128 * 128
 #: Transforms per FFTW call when the batch is split (see RealFFT).
-_CHUNK = 4
+_CHUNK = 8
 _BACKENDS = ("pyfftw", "numpy")
 
 
