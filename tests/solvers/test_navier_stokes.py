@@ -235,3 +235,15 @@ def test_blow_up_raises_a_clear_error():
     w0 = smooth_field(32, amplitude=400.0)[None, None]
     with np.errstate(all="ignore"), pytest.raises(SolverDivergedError, match="time step"):
         ns.simulate(w0, 10)
+
+
+def test_solver_satisfies_the_stepper_protocol():
+    from ssmpde.solvers import Stepper
+
+    ns = solver(record_interval=0.25)
+    assert isinstance(ns, Stepper)
+    assert ns.fields == ("vorticity",) and ns.window == 1 and ns.dt == 0.25
+    history = smooth_field(32)[None, None, None]
+    frame = ns.step(history)
+    assert frame.shape == (1, 1, 32, 32)
+    np.testing.assert_array_equal(frame, ns.simulate(history[:, -1], 1)[:, -1])
