@@ -28,6 +28,16 @@ from ssmpde.solvers.random_fields import PeriodicGRF, sample_rng
 RESULTS = Path(__file__).parent / "results"
 
 
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def seconds(function):
     start = time.perf_counter()
     function()
@@ -101,7 +111,7 @@ def main(argv=None) -> dict:
     result = {
         "benchmark": "navier_stokes_faithful_step",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
+        "machine": {"platform": platform.platform(), "processor": cpu_model(),
                     "cpus": os.cpu_count(), "python": platform.python_version()},
         "versions": {"ssmpde": ssmpde.__version__, "numpy": np.__version__},
         "resolution": n, "batch": batch, "viscosity": nu, "time_step": dt_step,
