@@ -109,7 +109,41 @@ def sample_rng(seed: int, index: int, *, stream: int = 0) -> np.random.Generator
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index, stream)))
 
 
-class PeriodicGRF:
+class _RandomField:
+    """Sampling shared by the fields below: ``synthesize(sample_modes(rng))``, per sample."""
+
+    shape: tuple[int, ...]
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """Draw one field, shape ``self.shape`` (float64), from ``rng`` alone.
+
+        Examples
+        --------
+        >>> u = PeriodicGRF(16, ndim=1).sample(sample_rng(7, 0))
+        >>> bool(abs(u.mean()) < 1e-12)
+        True
+        """
+        return self.synthesize(self.sample_modes(rng))
+
+    def sample_batch(self, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        """Draw one field per generator: shape ``(batch, *self.shape)``, float64.
+
+        ``out[i]`` equals ``self.sample(rngs[i])`` bit for bit: one transform per sample
+        rather than one batched transform, since batched FFT kernels may group lines
+        differently from the single-sample call. The FFT is negligible next to any solver.
+
+        Examples
+        --------
+        >>> PeriodicGRF(8).sample_batch([sample_rng(0, i) for i in range(3)]).shape
+        (3, 8, 8)
+        """
+        out = np.empty((len(rngs), *self.shape))
+        for i, rng in enumerate(rngs):
+            out[i] = self.sample(rng)
+        return out
+
+
+class PeriodicGRF(_RandomField):
     r"""Periodic Gaussian random field on ``[0, 1)^d``, the FNO (2020) convention.
 
     A sample is the real part of an inverse FFT of independently drawn complex Fourier coefficients,
@@ -283,54 +317,6 @@ class PeriodicGRF:
             raise ValueError(f"modes must have shape {self.shape}, got {modes.shape}")
         return np.ascontiguousarray(scipy.fft.ifftn(modes.astype(np.complex128, copy=False)).real)
 
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
-        """Draw one field.
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-            The sample's generator (see :func:`sample_rng` and the draw order in the class Notes).
-
-        Returns
-        -------
-        numpy.ndarray, shape ``(s,) * d``, float64
-            A real field with zero spatial mean.
-
-        Examples
-        --------
-        >>> u = PeriodicGRF(16, ndim=1).sample(sample_rng(7, 0))
-        >>> bool(abs(u.mean()) < 1e-12)
-        True
-        """
-        return self.synthesize(self.sample_modes(rng))
-
-    def sample_batch(self, rngs: Sequence[np.random.Generator]) -> np.ndarray:
-        """Draw one field per generator.
-
-        Parameters
-        ----------
-        rngs : sequence of numpy.random.Generator, length ``batch``
-            Sample ``i`` uses ``rngs[i]`` only.
-
-        Returns
-        -------
-        numpy.ndarray, shape ``(batch, *shape)``, float64
-            ``out[i]`` equals ``self.sample(rngs[i])`` bit for bit.
-
-        Examples
-        --------
-        >>> grf = PeriodicGRF(8)
-        >>> grf.sample_batch([sample_rng(0, i) for i in range(3)]).shape
-        (3, 8, 8)
-        """
-        out = np.empty((len(rngs), *self.shape))
-        # One transform per sample rather than one batched transform: batched FFT kernels may
-        # group lines differently from the single-sample call, and the contract is bitwise
-        # equality with sample(); the FFT is negligible next to any solver that consumes it.
-        for i, rng in enumerate(rngs):
-            out[i] = self.sample(rng)
-        return out
-
     def pointwise_variance(self) -> float:
         r"""Exact variance of the field at any grid point.
 
@@ -361,7 +347,7 @@ class PeriodicGRF:
         return float(np.sum(self.sqrt_eigenvalues**2) / float(self.resolution) ** (2 * self.ndim))
 
 
-class NeumannGRF:
+class NeumannGRF(_RandomField):
     r"""Gaussian random field on ``[0, 1]^2`` with Neumann (cosine) eigenfunctions, the FNO Darcy coefficient.
 
     .. math::
@@ -503,50 +489,6 @@ class NeumannGRF:
         if modes.shape != self.shape:
             raise ValueError(f"modes must have shape {self.shape}, got {modes.shape}")
         return scipy.fft.idctn(modes, type=2, norm="ortho")
-
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
-        """Draw one field.
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-            The sample's generator (see :func:`sample_rng` and the draw order in the class Notes).
-
-        Returns
-        -------
-        numpy.ndarray, shape ``(s, s)``, float64
-            A field with zero spatial mean on the cell-centred grid.
-
-        Examples
-        --------
-        >>> NeumannGRF(8).sample(sample_rng(3, 1)).shape
-        (8, 8)
-        """
-        return self.synthesize(self.sample_modes(rng))
-
-    def sample_batch(self, rngs: Sequence[np.random.Generator]) -> np.ndarray:
-        """Draw one field per generator.
-
-        Parameters
-        ----------
-        rngs : sequence of numpy.random.Generator, length ``batch``
-            Sample ``i`` uses ``rngs[i]`` only.
-
-        Returns
-        -------
-        numpy.ndarray, shape ``(batch, s, s)``, float64
-            ``out[i]`` equals ``self.sample(rngs[i])`` bit for bit.
-
-        Examples
-        --------
-        >>> NeumannGRF(8).sample_batch([sample_rng(0, i) for i in range(2)]).shape
-        (2, 8, 8)
-        """
-        out = np.empty((len(rngs), *self.shape))
-        # Per-sample transforms keep out[i] bitwise equal to sample(rngs[i]) (see PeriodicGRF).
-        for i, rng in enumerate(rngs):
-            out[i] = self.sample(rng)
-        return out
 
     def basis(self) -> np.ndarray:
         r"""The orthonormal DCT-II basis vectors :math:`\varphi_k`, as rows.
