@@ -86,3 +86,19 @@ def test_info_on_a_corrupt_file_is_one_clear_message(tmp_path, capsys, content):
 def test_info_on_a_missing_file(tmp_path, capsys):
     assert main(["info", str(tmp_path / "none.nc")]) == 2
     assert "none.nc" in capsys.readouterr().err
+
+
+def test_generate_darcy(tmp_path, capsys):
+    out = tmp_path / "darcy.nc"
+    status = main(["generate", "darcy", "--samples", "2", "--resolution", "11",
+                   "--simulation-resolution", "41", "--seed", "0", "--out", str(out),
+                   "--no-progress"])
+    assert status == 0
+    with data.open_dataset(out) as ds:
+        assert ds.a.shape == ds.u.shape == (2, 11, 11)
+        assert float(ds.u.min()) >= 0.0
+    capsys.readouterr()
+    status = main(["generate", "darcy", "--samples", "1", "--resolution", "12",
+                   "--out", str(tmp_path / "bad.nc"), "--no-progress"])
+    assert status == 2
+    assert "multiple of resolution - 1" in capsys.readouterr().err

@@ -6,8 +6,9 @@ True
 """
 
 from .base import Solver, Stepper, get_solver, get_solver_class, list_solvers, register_solver
+from .darcy import Darcy
 from .generate import generate
 from .navier_stokes import NavierStokes2D
 
-__all__ = ["NavierStokes2D", "Solver", "Stepper", "generate", "get_solver", "get_solver_class",
+__all__ = ["Darcy", "NavierStokes2D", "Solver", "Stepper", "generate", "get_solver", "get_solver_class",
            "list_solvers", "register_solver"]

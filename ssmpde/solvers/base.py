@@ -129,7 +129,7 @@ def list_solvers() -> list[str]:
 
 def _load_builtin_solvers() -> None:
     # Importing the modules runs their @register_solver decorators.
-    from . import navier_stokes  # noqa: F401
+    from . import darcy, navier_stokes  # noqa: F401
 
 
 def _to_json_value(value: Any) -> Any:

@@ -1,0 +1,127 @@
+"""Darcy at K = 421: ssmpde's solve against loop assembly + spsolve, side by side in one run.
+
+Per sample (assembly + solve) for
+  * the straightforward baseline: scipy.sparse matrix filled node by node with Python loops,
+    then ``scipy.sparse.linalg.spsolve``;
+  * ssmpde direct (vectorised assembly, SuperLU with minimum-degree ordering on AᵀA + A);
+  * ssmpde pcg (CG preconditioned by the fast-sine-transform Laplacian, rtol 1e-12);
+then the wall time of the full 1200-sample 85² benchmark through ``generate`` (measured on
+``--samples`` samples and scaled, or all 1200 with ``--full``).
+
+    python benchmarks/bench_darcy.py          # writes benchmarks/results/darcy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse.linalg as sparse_linalg
+
+import ssmpde
+from ssmpde.solvers import Darcy, generate
+from ssmpde.solvers.darcy import reference_matrix
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def seconds(function):
+    start = time.perf_counter()
+    result = function()
+    return time.perf_counter() - start, result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="alternating timing rounds")
+    parser.add_argument("--samples", type=int, default=16,
+                        help="samples generated to estimate the 1200-sample wall time")
+    parser.add_argument("--full", action="store_true", help="generate all 1200 samples")
+    parser.add_argument("--out", type=Path, default=RESULTS / "darcy.json")
+    args = parser.parse_args(argv)
+
+    k = 421
+    darcy = Darcy(resolution=85, simulation_resolution=k, threads=1)
+    a = darcy.coefficient(seed=0, indices=[0])
+    rhs = np.ones((k - 2) ** 2)
+
+    def baseline():
+        return sparse_linalg.spsolve(reference_matrix(a[0]).tocsc(), rhs)
+
+    def direct():
+        return darcy.solve(a)[0, 1:-1, 1:-1].ravel()
+
+    def pcg():
+        return darcy.solve_iterative(a, rtol=1e-12)[0][0, 1:-1, 1:-1].ravel()
+
+    times = {"baseline": [], "direct": [], "pcg": []}
+    results = {}
+    for _ in range(args.repeats):
+        for name, function in (("baseline", baseline), ("direct", direct), ("pcg", pcg)):
+            elapsed, results[name] = seconds(function)
+            times[name].append(elapsed)
+    median = {name: float(np.median(values)) for name, values in times.items()}
+    scale = np.max(np.abs(results["baseline"]))
+    agreement = {name: float(np.max(np.abs(results[name] - results["baseline"])) / scale)
+                 for name in ("direct", "pcg")}
+
+    samples = 1200 if args.full else args.samples
+    generation = {}
+    for solver in ("direct", "pcg"):
+        elapsed, _ = seconds(lambda: generate("darcy", num_samples=samples, seed=0,
+                                              batch_size=8, progress=False,
+                                              linear_solver=solver))
+        generation[solver] = {"samples": samples, "seconds": elapsed,
+                              "seconds_for_1200": elapsed * 1200 / samples}
+
+    result = {
+        "benchmark": "darcy_421",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "processor": cpu_model(),
+                    "cpus": os.cpu_count(), "python": platform.python_version()},
+        "versions": {"ssmpde": ssmpde.__version__, "numpy": np.__version__},
+        "seconds_per_sample": median,
+        "all_times": times,
+        "speedup_vs_baseline": {name: median["baseline"] / median[name]
+                                for name in ("direct", "pcg")},
+        "max_difference_vs_baseline_relative": agreement,
+        "generate_85_from_421": generation,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, args.out)
+
+    print(f"Darcy, K = {k} (one sample, assembly + solve; medians of {args.repeats} rounds)")
+    print("| implementation | s / sample | speed-up | max diff vs baseline |")
+    print("|---|---|---|---|")
+    print(f"| loop assembly + spsolve | {median['baseline']:.2f} | 1.0x | - |")
+    for name, label in (("direct", "ssmpde direct (vectorised + SuperLU)"),
+                        ("pcg", "ssmpde pcg (FST-preconditioned CG)")):
+        print(f"| {label} | {median[name]:.2f} | {median['baseline'] / median[name]:.1f}x | "
+              f"{agreement[name]:.1e} |")
+    for solver, g in generation.items():
+        measured = "measured" if args.full else f"scaled from {g['samples']} samples"
+        print(f"1200-sample 85² benchmark, {solver}: {g['seconds_for_1200'] / 60:.1f} min "
+              f"({measured}, both cores)")
+    return result
+
+
+if __name__ == "__main__":
+    main()
