@@ -156,3 +156,15 @@ def test_bad_group_count_is_rejected():
     kw = inputs_1d(3, channels=4, groups=3)
     with pytest.raises(ValueError, match="groups dividing"):
         selective_scan_ref(*positional(kw), **rest(kw))
+
+
+@pytest.mark.parametrize("kind", ["1d", "2d"])
+def test_benchmark_loop_baselines_compute_the_same_scan(kind):
+    from benchmarks.bench_scan import loop_scan_1d, loop_scan_2d, make_inputs
+
+    kw = {k: v.detach().double() for k, v in make_inputs(kind, 2, 3, 4, 5).items()}
+    loop = loop_scan_1d if kind == "1d" else loop_scan_2d
+    ref = selective_scan_ref if kind == "1d" else selective_scan_2d_ref
+    extra = {k: kw[k] for k in ("D", "R", "z", "delta_bias")}
+    torch.testing.assert_close(loop(*positional(kw), **extra), ref(*positional(kw), **extra),
+                               rtol=1e-12, atol=1e-12)
