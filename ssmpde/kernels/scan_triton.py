@@ -1,0 +1,948 @@
+"""Triton selective scans (1D and 2D), forward and backward, behind ``torch.autograd.Function``.
+
+The semantics are those of :mod:`ssmpde.kernels.reference` (the oracle) and of
+``shared/specs/kernels.md``; every kernel here is tested against it, values and gradients.
+
+Design, shared by both scans:
+
+* One program per ``(batch, block of channels)``. A channel block never straddles a group of
+  grouped ``B``/``C`` (its size divides ``channel // groups``), so a program loads one ``B``/``C``
+  tile and broadcasts it over its channels.
+* The state dimension is vectorised: ``tl.arange`` over ``state`` padded to a power of two, with
+  masks. Padded lanes carry ``A = 0, B = 0`` so they hold the identity ``Ā = 1, B̄x = 0``.
+* Work tiles are ``[BLOCK_D, BLOCK_N, T]`` register tensors; the linear recurrence
+  ``h_t = Ā_t h_{t-1} + B̄x_t`` along ``T`` is a ``tl.associative_scan`` with the operator
+  ``(a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2)``. Only products of ``Ā ∈ (0, 1]`` appear: no
+  positive cumulative sum is ever exponentiated.
+* Accumulation is float32 (float64 when the inputs are float64); outputs come back in the
+  inputs' dtypes.
+* The backward recomputes states from a few saved checkpoints instead of storing
+  ``[batch, channel, state, length]`` (mamba-ssm's strategy).
+* Reductions across programs (``dA, dR, dD`` over batch; ``dB, dC`` over the channels of a group;
+  ``d delta_bias``) are written to per-program partial buffers and summed in torch afterwards, so
+  results do not depend on scheduling order (no atomics).
+
+Under ``TRITON_INTERPRET=1`` the kernels run on CPU tensors (that is how the tests run without a
+GPU); compiled, they need CUDA tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["selective_scan_2d_triton", "selective_scan_triton"]
+
+#: Default number of positions a 1D program scans per chunk (a power of two). mamba-ssm scans up
+#: to 2048 per chunk with a thread-block scan; a Triton program holds a
+#: ``[BLOCK_D, BLOCK_N, CHUNK]`` tile in registers, so a smaller chunk keeps register pressure
+#: bounded while the carry still crosses chunks in registers.
+DEFAULT_CHUNK_SIZE = 64
+
+#: Default number of rows between the 2D forward's saved states (checkpoints). The 2D backward
+#: recomputes that many rows into a per-program scratch buffer.
+DEFAULT_ROW_CHUNK = 16
+
+#: Upper bound on channels per program: more channels per program share one ``B``/``C`` load but
+#: multiply the register tile.
+_MAX_BLOCK_D = 4
+
+
+# ----------------------------------------------------------------------------------------------
+# Device helpers
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _combine(a1, b1, a2, b2):
+    """Compose two affine maps ``h -> a h + b`` (first ``1`` then ``2``): the scan operator."""
+    return a1 * a2, a2 * b1 + b2
+
+
+@triton.jit
+def _sigmoid(x):
+    """Logistic function, overflow-free: ``exp`` only ever sees ``-|x| <= 0``."""
+    e = tl.exp(-tl.abs(x))
+    return tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+@triton.jit
+def _softplus(x):
+    """``softplus`` with torch's threshold 20 (identity above); overflow-free below it."""
+    soft = tl.maximum(x, 0.0) + tl.log(1.0 + tl.exp(-tl.abs(x)))
+    return tl.where(x > 20.0, x, soft)
+
+
+@triton.jit
+def _softplus_grad(x):
+    """Derivative of :func:`_softplus`: 1 above the threshold, ``sigmoid`` below (as torch)."""
+    return tl.where(x > 20.0, 1.0, _sigmoid(x))
+
+
+@triton.jit
+def _last(x, offs_t, T: tl.constexpr):
+    """``x[..., T - 1]`` of a ``[BD, BN, T]`` tile (Triton has no static indexing of tiles)."""
+    return tl.sum(tl.where(offs_t[None, None, :] == T - 1, x, 0.0), axis=2)
+
+
+@triton.jit
+def _first(x, offs_t):
+    """``x[..., 0]`` of a ``[BD, BN, T]`` tile."""
+    return tl.sum(tl.where(offs_t[None, None, :] == 0, x, 0.0), axis=2)
+
+
+@triton.jit
+def _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
+             DTYPE: tl.constexpr):
+    """Raw ``x = delta + delta_bias`` and ``Δ = softplus(x)`` of a ``[BD, T]`` tile.
+
+    Masked positions get ``Δ = 0`` (so ``Ā = 1``, ``B̄x = 0``: the identity step); the mask is
+    applied before any ``exp`` so padding can never produce inf or NaN.
+    """
+    x = tl.load(delta_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+    if HAS_BIAS:
+        x = x + bias[:, None]
+    x = tl.where(mask, x, 0.0)
+    if SOFTPLUS:
+        dt = _softplus(x)
+    else:
+        dt = x
+    return x, tl.where(mask, dt, 0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# 1D kernels
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _scan_fwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, h0_ptr,
+    out_ptr, states_ptr,
+    channels, length, state, groups, channels_per_group, num_chunks,
+    HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, DTYPE: tl.constexpr,
+):
+    """1D forward: one program per ``(batch, channel block)``, chunks of ``CHUNK`` positions.
+
+    Positions are visited in *processing order* ``p`` (``p = l``, or ``p = length - 1 - l`` when
+    ``REVERSE``), so one code path serves both directions. The state after every chunk is
+    written to ``states[b, d, chunk, n]``; the last one is the returned last state and the
+    others are the backward's restart points.
+    """
+    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
+    pid_d = tl.program_id(1)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_t = tl.arange(0, CHUNK)
+    mask_d = offs_d < channels
+    mask_n = offs_n < state
+    mask_dn = mask_d[:, None] & mask_n[None, :]
+    group = (pid_d * BLOCK_D) // channels_per_group
+
+    # Padded lanes read A = 0, so Ā = exp(0) = 1 there: they stay at their (zero) start.
+    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                other=0.0).to(DTYPE)
+    if HAS_R:
+        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                    other=0.0).to(DTYPE)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
+    h = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
+    if HAS_H0:
+        h = tl.load(h0_ptr + dn_offs, mask=mask_dn, other=0.0).to(DTYPE)
+
+    row = (pid_b * channels + offs_d) * length
+    bc_row = ((pid_b * groups + group) * state + offs_n) * length
+    for c in range(0, num_chunks):
+        p = c * CHUNK + offs_t
+        mask_t = p < length
+        if REVERSE:
+            pos = length - 1 - p
+        else:
+            pos = p
+        mask = mask_d[:, None] & mask_t[None, :]
+        offs = row[:, None] + pos[None, :]
+        u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+        _, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+        mask_nt = mask_n[:, None] & mask_t[None, :]
+        bc_offs = bc_row[:, None] + pos[None, :]
+        Bt = tl.load(B_ptr + bc_offs, mask=mask_nt, other=0.0).to(DTYPE)
+        Ct = tl.load(C_ptr + bc_offs, mask=mask_nt, other=0.0).to(DTYPE)
+
+        dA = tl.exp(dt[:, None, :] * A[:, :, None])
+        bx = (dt * u)[:, None, :] * Bt[None, :, :]
+        a_cum, h_loc = tl.associative_scan((dA, bx), 2, _combine)
+        hs = h_loc + a_cum * h[:, :, None]
+
+        y = tl.sum(hs * Ct[None, :, :], axis=1)
+        if HAS_R:
+            y -= tl.sum(R[:, :, None] * bx, axis=1)
+        if HAS_D:
+            y += Dv[:, None] * u
+        if HAS_Z:
+            z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+            y *= z * _sigmoid(z)
+        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+        # Padded positions are identity steps, so the tile's last column is the state after
+        # the chunk's last real position.
+        h = _last(hs, offs_t, CHUNK)
+        tl.store(states_ptr + ((pid_b * channels + offs_d[:, None]) * num_chunks + c) * state
+                 + offs_n[None, :], h.to(states_ptr.dtype.element_ty), mask=mask_dn)
+
+
+@triton.jit
+def _scan_bwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, h0_ptr, states_ptr,
+    dout_ptr, dlast_ptr,
+    du_ptr, ddelta_ptr, dz_ptr, dB_ptr, dC_ptr, dA_ptr, dR_ptr, dD_ptr, dh0_ptr,
+    channels, length, state, groups, channels_per_group, num_chunks, num_blocks,
+    HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, DTYPE: tl.constexpr,
+):
+    """1D backward: chunks in reverse processing order, states recomputed per chunk.
+
+    For each chunk the states are recomputed in registers from the saved state of the chunk
+    before (or the initial state), so nothing of size ``[batch, channel, state, length]`` is ever
+    stored. The adjoint ``g_t = ∂L/∂h_t`` obeys the reversed recurrence
+    ``g_t = dy_t C_t + Ā_{t+1} g_{t+1}`` and is a reverse associative scan; its carry between
+    chunks is ``G = Ā_first g_first`` (∂L/∂h just before the chunk), which after the first chunk is
+    ``∂L/∂initial_state``. ``Ā_t h_{t-1}`` is taken as ``h_t − B̄x_t`` (as mamba-ssm does), so no
+    shifted state is needed. Per-position gradients are stored directly; ``dB, dC`` as one
+    partial per channel block, ``dA, dR, dD`` as one partial per batch element.
+    """
+    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
+    pid_d = tl.program_id(1)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_t = tl.arange(0, CHUNK)
+    mask_d = offs_d < channels
+    mask_n = offs_n < state
+    mask_dn = mask_d[:, None] & mask_n[None, :]
+    group = (pid_d * BLOCK_D) // channels_per_group
+
+    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                other=0.0).to(DTYPE)
+    if HAS_R:
+        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                    other=0.0).to(DTYPE)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
+    # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
+    # comparisons with them are tensors (masks) in both modes.
+    zero_dn = dn_offs * 0
+
+    # ∂L/∂last_state enters as the carry into the last processed position.
+    G = tl.load(dlast_ptr + dn_offs, mask=mask_dn, other=0.0).to(DTYPE)
+    dA_acc = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
+    dR_acc = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
+    dD_acc = tl.zeros([BLOCK_D], dtype=DTYPE)
+
+    row = (pid_b * channels + offs_d) * length
+    bc_row = ((pid_b * groups + group) * state + offs_n) * length
+    state_row = (pid_b * channels + offs_d[:, None]) * num_chunks
+    for cc in range(0, num_chunks):
+        c = num_chunks - 1 - cc
+        # Start state of this chunk: the saved end state of the previous one, else h0 (or 0).
+        h_start = tl.load(states_ptr + (state_row + c - 1) * state + offs_n[None, :],
+                          mask=mask_dn & ((zero_dn + c) > 0), other=0.0).to(DTYPE)
+        if HAS_H0:
+            h_start += tl.load(h0_ptr + dn_offs, mask=mask_dn & ((zero_dn + c) == 0),
+                               other=0.0).to(DTYPE)
+
+        p = c * CHUNK + offs_t
+        mask_t = p < length
+        mask_next = (p + 1) < length
+        if REVERSE:
+            pos = length - 1 - p
+            pos_next = pos - 1
+        else:
+            pos = p
+            pos_next = pos + 1
+        mask = mask_d[:, None] & mask_t[None, :]
+        offs = row[:, None] + pos[None, :]
+        u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+        x, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+        mask_nt = mask_n[:, None] & mask_t[None, :]
+        bc_offs = bc_row[:, None] + pos[None, :]
+        Bt = tl.load(B_ptr + bc_offs, mask=mask_nt, other=0.0).to(DTYPE)
+        Ct = tl.load(C_ptr + bc_offs, mask=mask_nt, other=0.0).to(DTYPE)
+
+        dA = tl.exp(dt[:, None, :] * A[:, :, None])
+        bx = (dt * u)[:, None, :] * Bt[None, :, :]
+        a_cum, h_loc = tl.associative_scan((dA, bx), 2, _combine)
+        hs = h_loc + a_cum * h_start[:, :, None]
+
+        dout = tl.load(dout_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+        if HAS_Z:
+            y = tl.sum(hs * Ct[None, :, :], axis=1)
+            if HAS_R:
+                y -= tl.sum(R[:, :, None] * bx, axis=1)
+            if HAS_D:
+                y += Dv[:, None] * u
+            z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+            sz = _sigmoid(z)
+            dz = dout * y * sz * (1.0 + z * (1.0 - sz))
+            tl.store(dz_ptr + offs, dz.to(dz_ptr.dtype.element_ty), mask=mask)
+            dy = dout * z * sz
+        else:
+            dy = dout
+
+        # Ā of the *next* processed position (the coefficient of g_{t+1}); the last column's
+        # value is never used by the reverse scan, and the carry G enters through b there.
+        _, dt_next = _load_dt(delta_ptr, bias, row[:, None] + pos_next[None, :],
+                              mask_d[:, None] & mask_next[None, :], HAS_BIAS, SOFTPLUS, DTYPE)
+        dA_next = tl.exp(dt_next[:, None, :] * A[:, :, None])
+        rhs = dy[:, None, :] * Ct[None, :, :]
+        rhs += tl.where(offs_t[None, None, :] == CHUNK - 1, G[:, :, None], 0.0)
+        _, g = tl.associative_scan((dA_next, rhs), 2, _combine, reverse=True)
+        G = _first(dA * g, offs_t)
+
+        dbx = g
+        if HAS_R:
+            dbx -= R[:, :, None] * dy[:, None, :]
+            dR_acc -= tl.sum(dy[:, None, :] * bx, axis=2)
+        dAA = g * (hs - bx)  # ∂L/∂Ā · Ā, with Ā_t h_{t-1} = h_t − B̄x_t
+        dbxB = tl.sum(dbx * Bt[None, :, :], axis=1)
+        ddt = dbxB * u + tl.sum(dAA * A[:, :, None], axis=1)
+        du = dbxB * dt
+        if HAS_D:
+            du += dy * Dv[:, None]
+            dD_acc += tl.sum(dy * u, axis=1)
+        dA_acc += tl.sum(dAA * dt[:, None, :], axis=2)
+        if SOFTPLUS:
+            ddt = ddt * _softplus_grad(x)
+        tl.store(du_ptr + offs, du.to(du_ptr.dtype.element_ty), mask=mask)
+        tl.store(ddelta_ptr + offs, ddt.to(ddelta_ptr.dtype.element_ty), mask=mask)
+
+        # dB, dC summed over this block's channels (all in one group); the partial of each
+        # block is reduced over the blocks of a group in torch.
+        part = ((pid_b * num_blocks + pid_d) * state + offs_n[:, None]) * length + pos[None, :]
+        dBt = tl.sum(dbx * (dt * u)[:, None, :], axis=0)
+        dCt = tl.sum(dy[:, None, :] * hs, axis=0)
+        tl.store(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_nt)
+        tl.store(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_nt)
+
+    tl.store(dh0_ptr + dn_offs, G.to(dh0_ptr.dtype.element_ty), mask=mask_dn)
+    tl.store(dA_ptr + dn_offs, dA_acc.to(dA_ptr.dtype.element_ty), mask=mask_dn)
+    if HAS_R:
+        tl.store(dR_ptr + dn_offs, dR_acc.to(dR_ptr.dtype.element_ty), mask=mask_dn)
+    if HAS_D:
+        tl.store(dD_ptr + pid_b * channels + offs_d, dD_acc.to(dD_ptr.dtype.element_ty),
+                 mask=mask_d)
+
+
+# ----------------------------------------------------------------------------------------------
+# 2D kernels
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _scan_2d_fwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr,
+    out_ptr, ckpt_ptr,
+    channels, height, width, state, groups, channels_per_group, num_ckpt,
+    HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_W: tl.constexpr, ROWS: tl.constexpr, DTYPE: tl.constexpr,
+):
+    """2D forward: a row sweep with the vertical carry (the previous row of h) in registers.
+
+    For each row ``i``: the horizontal pass ``g_i`` is an associative scan along the (padded)
+    width, then the vertical pass is the elementwise ``h_i = Ā_i h_{i-1} + g_i``. The state row
+    after every ``ROWS`` rows is saved to ``ckpt[b, d, k, n, w]`` for the backward.
+    """
+    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
+    pid_d = tl.program_id(1)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_w = tl.arange(0, BLOCK_W)
+    mask_d = offs_d < channels
+    mask_n = offs_n < state
+    mask_w = offs_w < width
+    mask_dn = mask_d[:, None] & mask_n[None, :]
+    mask_dnw = mask_dn[:, :, None] & mask_w[None, None, :]
+    group = (pid_d * BLOCK_D) // channels_per_group
+    # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
+    # comparisons with them are tensors (masks) in both modes.
+    zero_w = offs_w * 0
+
+    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                other=0.0).to(DTYPE)
+    if HAS_R:
+        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                    other=0.0).to(DTYPE)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+
+    plane = height * width
+    mask = mask_d[:, None] & mask_w[None, :]
+    mask_nw = mask_n[:, None] & mask_w[None, :]
+    ckpt_offs = (((pid_b * channels + offs_d[:, None, None]) * num_ckpt) * state
+                 + offs_n[None, :, None]) * width + offs_w[None, None, :]
+    h = tl.zeros([BLOCK_D, BLOCK_N, BLOCK_W], dtype=DTYPE)
+    for i in range(0, height):
+        offs = (pid_b * channels + offs_d[:, None]) * plane + i * width + offs_w[None, :]
+        u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+        _, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+        bc_offs = ((pid_b * groups + group) * state + offs_n[:, None]) * plane + i * width \
+            + offs_w[None, :]
+        Bt = tl.load(B_ptr + bc_offs, mask=mask_nw, other=0.0).to(DTYPE)
+        Ct = tl.load(C_ptr + bc_offs, mask=mask_nw, other=0.0).to(DTYPE)
+
+        dA = tl.exp(dt[:, None, :] * A[:, :, None])
+        bx = (dt * u)[:, None, :] * Bt[None, :, :]
+        _, g = tl.associative_scan((dA, bx), 2, _combine)
+        # Zero the padded columns: they would otherwise carry the row's last g downwards.
+        h = tl.where(mask_dnw, dA * h + g, 0.0)
+
+        y = tl.sum(h * Ct[None, :, :], axis=1)
+        if HAS_R:
+            y -= tl.sum(R[:, :, None] * bx, axis=1)
+        if HAS_D:
+            y += Dv[:, None] * u
+        if HAS_Z:
+            z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+            y *= z * _sigmoid(z)
+        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+        k = i // ROWS
+        # Save the state row that ends a row chunk (only restart points: k < num_ckpt).
+        is_ckpt = ((zero_w + i) % ROWS == ROWS - 1) & ((zero_w + k) < num_ckpt)
+        tl.store(ckpt_ptr + ckpt_offs + k * state * width, h.to(ckpt_ptr.dtype.element_ty),
+                 mask=mask_dnw & is_ckpt[None, None, :])
+
+
+@triton.jit
+def _scan_2d_bwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, ckpt_ptr, scratch_ptr,
+    dout_ptr,
+    du_ptr, ddelta_ptr, dz_ptr, dB_ptr, dC_ptr, dA_ptr, dR_ptr, dD_ptr,
+    channels, height, width, state, groups, channels_per_group, num_ckpt, num_row_chunks,
+    num_blocks,
+    HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_W: tl.constexpr, ROWS: tl.constexpr, DTYPE: tl.constexpr,
+):
+    """2D backward: row chunks bottom-up, each recomputed from its checkpoint into scratch.
+
+    For row chunk ``k`` (rows ``k·ROWS …``), the state rows are recomputed forward from
+    checkpoint ``k − 1`` and written to this program's scratch ``[ROWS, BD, BN, BW]``; then the
+    rows are walked upwards. With ``φ_i = ∂L/∂h_i = dy_i C_i + Ā_{i+1} φ_{i+1}`` (vertical
+    adjoint, carried in registers) the horizontal adjoint is the reverse scan
+    ``ψ_{i,j} = φ_{i,j} + Ā_{i,j+1} ψ_{i,j+1}``; then ``∂L/∂B̄x = ψ`` and
+    ``∂L/∂Ā · Ā = φ (h − g) + ψ (g − B̄x)`` (the vertical and horizontal uses of the same Ā).
+    """
+    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
+    pid_d = tl.program_id(1)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_w = tl.arange(0, BLOCK_W)
+    mask_d = offs_d < channels
+    mask_n = offs_n < state
+    mask_w = offs_w < width
+    mask_dn = mask_d[:, None] & mask_n[None, :]
+    mask_dnw = mask_dn[:, :, None] & mask_w[None, None, :]
+    group = (pid_d * BLOCK_D) // channels_per_group
+    # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
+    # comparisons with them are tensors (masks) in both modes.
+    zero_w = offs_w * 0
+
+    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                other=0.0).to(DTYPE)
+    if HAS_R:
+        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
+                    other=0.0).to(DTYPE)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+
+    plane = height * width
+    mask_nw = mask_n[:, None] & mask_w[None, :]
+    ckpt_offs = (((pid_b * channels + offs_d[:, None, None]) * num_ckpt) * state
+                 + offs_n[None, :, None]) * width + offs_w[None, None, :]
+    tile = BLOCK_D * BLOCK_N * BLOCK_W
+    scratch_offs = ((pid_b * num_blocks + pid_d) * ROWS * tile
+                    + (tl.arange(0, BLOCK_D)[:, None, None] * BLOCK_N + offs_n[None, :, None])
+                    * BLOCK_W + offs_w[None, None, :])
+
+    phi_carry = tl.zeros([BLOCK_D, BLOCK_N, BLOCK_W], dtype=DTYPE)
+    dA_acc = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
+    dR_acc = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
+    dD_acc = tl.zeros([BLOCK_D], dtype=DTYPE)
+    for kk in range(0, num_row_chunks):
+        k = num_row_chunks - 1 - kk
+        has_ckpt = (zero_w + k) > 0
+        h = tl.load(ckpt_ptr + ckpt_offs + (k - 1) * state * width,
+                    mask=mask_dnw & has_ckpt[None, None, :], other=0.0).to(DTYPE)
+        # Recompute this chunk's state rows (rows past the grid are identity steps).
+        for r in range(0, ROWS):
+            i = k * ROWS + r
+            row_ok = (zero_w + i) < height
+            mask = mask_d[:, None] & mask_w[None, :] & row_ok[None, :]
+            offs = (pid_b * channels + offs_d[:, None]) * plane + i * width + offs_w[None, :]
+            u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+            _, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+            bc_offs = ((pid_b * groups + group) * state + offs_n[:, None]) * plane + i * width \
+                + offs_w[None, :]
+            Bt = tl.load(B_ptr + bc_offs, mask=mask_nw & row_ok[None, :], other=0.0).to(DTYPE)
+            dA = tl.exp(dt[:, None, :] * A[:, :, None])
+            bx = (dt * u)[:, None, :] * Bt[None, :, :]
+            _, g = tl.associative_scan((dA, bx), 2, _combine)
+            h = tl.where(mask_dnw, dA * h + g, 0.0)
+            tl.store(scratch_ptr + scratch_offs + r * tile, h)
+        # The scratch rows are read back below with the same layout; the barrier orders the
+        # stores before those loads across the threads of a compiled program.
+        tl.debug_barrier()
+        for rr in range(0, ROWS):
+            r = ROWS - 1 - rr
+            i = k * ROWS + r
+            row_ok = (zero_w + i) < height
+            mask = mask_d[:, None] & mask_w[None, :] & row_ok[None, :]
+            offs = (pid_b * channels + offs_d[:, None]) * plane + i * width + offs_w[None, :]
+            hs = tl.load(scratch_ptr + scratch_offs + r * tile)
+            u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+            x, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+            bc_offs = ((pid_b * groups + group) * state + offs_n[:, None]) * plane + i * width \
+                + offs_w[None, :]
+            Bt = tl.load(B_ptr + bc_offs, mask=mask_nw & row_ok[None, :], other=0.0).to(DTYPE)
+            Ct = tl.load(C_ptr + bc_offs, mask=mask_nw & row_ok[None, :], other=0.0).to(DTYPE)
+            dA = tl.exp(dt[:, None, :] * A[:, :, None])
+            bx = (dt * u)[:, None, :] * Bt[None, :, :]
+            _, g = tl.associative_scan((dA, bx), 2, _combine)
+
+            dout = tl.load(dout_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+            if HAS_Z:
+                y = tl.sum(hs * Ct[None, :, :], axis=1)
+                if HAS_R:
+                    y -= tl.sum(R[:, :, None] * bx, axis=1)
+                if HAS_D:
+                    y += Dv[:, None] * u
+                z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(DTYPE)
+                sz = _sigmoid(z)
+                dz = dout * y * sz * (1.0 + z * (1.0 - sz))
+                tl.store(dz_ptr + offs, dz.to(dz_ptr.dtype.element_ty), mask=mask)
+                dy = dout * z * sz
+            else:
+                dy = dout
+
+            phi = dy[:, None, :] * Ct[None, :, :] + phi_carry
+            # Ā one column to the right: the coefficient of ψ_{j+1} in the reverse scan.
+            _, dt_next = _load_dt(delta_ptr, bias, offs + 1,
+                                  mask & ((offs_w + 1) < width)[None, :], HAS_BIAS, SOFTPLUS,
+                                  DTYPE)
+            dA_next = tl.exp(dt_next[:, None, :] * A[:, :, None])
+            _, psi = tl.associative_scan((dA_next, phi), 2, _combine, reverse=True)
+            phi_carry = dA * phi
+
+            dbx = psi
+            if HAS_R:
+                dbx -= R[:, :, None] * dy[:, None, :]
+                dR_acc -= tl.sum(dy[:, None, :] * bx, axis=2)
+            dAA = phi * (hs - g) + psi * (g - bx)
+            dbxB = tl.sum(dbx * Bt[None, :, :], axis=1)
+            ddt = dbxB * u + tl.sum(dAA * A[:, :, None], axis=1)
+            du = dbxB * dt
+            if HAS_D:
+                du += dy * Dv[:, None]
+                dD_acc += tl.sum(dy * u, axis=1)
+            dA_acc += tl.sum(dAA * dt[:, None, :], axis=2)
+            if SOFTPLUS:
+                ddt = ddt * _softplus_grad(x)
+            tl.store(du_ptr + offs, du.to(du_ptr.dtype.element_ty), mask=mask)
+            tl.store(ddelta_ptr + offs, ddt.to(ddelta_ptr.dtype.element_ty), mask=mask)
+
+            part = ((pid_b * num_blocks + pid_d) * state + offs_n[:, None]) * plane \
+                + i * width + offs_w[None, :]
+            dBt = tl.sum(dbx * (dt * u)[:, None, :], axis=0)
+            dCt = tl.sum(dy[:, None, :] * hs, axis=0)
+            tl.store(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_nw & row_ok[None, :])
+            tl.store(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_nw & row_ok[None, :])
+        # The next (upper) chunk overwrites the scratch rows just read.
+        tl.debug_barrier()
+
+    dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
+    tl.store(dA_ptr + dn_offs, dA_acc.to(dA_ptr.dtype.element_ty), mask=mask_dn)
+    if HAS_R:
+        tl.store(dR_ptr + dn_offs, dR_acc.to(dR_ptr.dtype.element_ty), mask=mask_dn)
+    if HAS_D:
+        tl.store(dD_ptr + pid_b * channels + offs_d, dD_acc.to(dD_ptr.dtype.element_ty),
+                 mask=mask_d)
+
+
+# ----------------------------------------------------------------------------------------------
+# Host side
+# ----------------------------------------------------------------------------------------------
+
+
+def _empty(shape, *, dtype, device):
+    """Allocate an uninitialised buffer (kernels write every element they return).
+
+    A single allocation point lets the tests fill fresh buffers with NaN (fla's trick) so that
+    an element a kernel forgets to write fails loudly.
+    """
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _compute_dtype(u):
+    """Accumulation dtype: float64 for float64 inputs, float32 otherwise (as torch / triton)."""
+    return (torch.float64, tl.float64) if u.dtype == torch.float64 else (torch.float32,
+                                                                         tl.float32)
+
+
+def _block_d(channels_per_group):
+    """Largest power of two ``<= _MAX_BLOCK_D`` dividing ``channels_per_group``.
+
+    A channel block then lies inside one group of ``B``/``C``, so a program loads one tile of
+    them and the ``dB``/``dC`` partials reduce per group by a reshape.
+    """
+    block = 1
+    while block * 2 <= _MAX_BLOCK_D and channels_per_group % (block * 2) == 0:
+        block *= 2
+    return block
+
+
+def _as_grouped(x, spatial):
+    """B or C as a contiguous ``[batch, groups, state, *space]`` (ungrouped: ``groups = 1``)."""
+    return (x.unsqueeze(1) if x.dim() == 2 + spatial else x).contiguous()
+
+
+def _check(u, delta, A, B, C, D, R, z, delta_bias, spatial):
+    """Validate shapes against the layouts of :mod:`ssmpde.kernels.reference`; return groups."""
+    if u.dim() != 2 + spatial or delta.shape != u.shape:
+        raise ValueError(f"u and delta must both be [batch, channel, *space] with "
+                         f"{spatial} spatial dims; got {tuple(u.shape)} and {tuple(delta.shape)}")
+    batch, channels = u.shape[:2]
+    if A.dim() != 2 or A.shape[0] != channels:
+        raise ValueError(f"A must be [channel={channels}, state]; got {tuple(A.shape)}")
+    state = A.shape[1]
+    for name, x in (("B", B), ("C", C)):
+        grouped = x.dim() == 3 + spatial
+        expected = (batch, *((x.shape[1],) if grouped else ()), state, *u.shape[2:])
+        if x.dim() not in (2 + spatial, 3 + spatial) or tuple(x.shape) != expected \
+                or (grouped and channels % x.shape[1]):
+            raise ValueError(f"{name} must be [batch, state, *space] or "
+                             f"[batch, groups, state, *space] with groups dividing "
+                             f"channels={channels}; got {tuple(x.shape)}")
+    if B.dim() == 3 + spatial and C.dim() == 3 + spatial and B.shape[1] != C.shape[1]:
+        raise ValueError("grouped B and C must have the same number of groups")
+    for name, x, shape in (("D", D, (channels,)), ("delta_bias", delta_bias, (channels,)),
+                           ("R", R, (channels, state)), ("z", z, tuple(u.shape))):
+        if x is not None and tuple(x.shape) != shape:
+            raise ValueError(f"{name} must have shape {shape}; got {tuple(x.shape)}")
+
+
+def _reduce_grouped(part, layout, groups, num_blocks):
+    """Sum a ``[batch, blocks, state, *space]`` partial into the gradient of B or C.
+
+    ``layout = (grouped, dtype)`` of the input: a grouped input gets one sum per group (a
+    group's blocks are consecutive); an ungrouped one, shared by all channels, the sum over all
+    blocks (also when the other of B, C was grouped and this one was expanded to match).
+    """
+    grouped, dtype = layout
+    if not grouped:
+        return part.sum(dim=1).to(dtype)
+    batch = part.shape[0]
+    return part.reshape(batch, groups, num_blocks // groups, *part.shape[2:]).sum(dim=2).to(dtype)
+
+
+def _opt(x, fallback):
+    """A tensor for a pointer argument that the kernel will not read (HAS_* is False)."""
+    return fallback if x is None else x.contiguous()
+
+
+def _grad(x, g):
+    return None if x is None else g.to(x.dtype)
+
+
+class _SelectiveScanFn(torch.autograd.Function):
+    """1D selective scan: Triton forward, Triton backward that recomputes chunk states."""
+
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus,
+                reverse, chunk_size):
+        _check(u, delta, A, B, C, D, R, z, delta_bias, spatial=1)
+        u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
+        # Only the layout of B and C is needed later (no input tensors kept on ctx).
+        layouts = ((B.dim() == 4, B.dtype), (C.dim() == 4, C.dtype))
+        Bg, Cg = _as_grouped(B, 1), _as_grouped(C, 1)
+        batch, channels, length = u.shape
+        state, groups = A.shape[1], Bg.shape[1]
+        if Cg.shape[1] != groups:  # one of B, C grouped, the other shared: expand the shared
+            groups = max(groups, Cg.shape[1])
+            Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
+            Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
+        cpg = channels // groups
+        block_d = _block_d(cpg)
+        num_blocks = channels // block_d
+        num_chunks = max(triton.cdiv(length, chunk_size), 1)
+        acc, acc_tl = _compute_dtype(u)
+        out = _empty((batch, channels, length), dtype=u.dtype, device=u.device)
+        states = _empty((batch, channels, num_chunks, state), dtype=acc, device=u.device)
+        h0 = None if initial_state is None else initial_state.contiguous()
+        flags = dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
+                     HAS_BIAS=delta_bias is not None, HAS_H0=h0 is not None,
+                     SOFTPLUS=bool(delta_softplus), REVERSE=bool(reverse), BLOCK_D=block_d,
+                     BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk_size, DTYPE=acc_tl)
+        _scan_fwd_kernel[(batch, num_blocks)](
+            u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+            _opt(h0, u), out, states,
+            channels, length, state, groups, cpg, num_chunks, **flags)
+        ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states)
+        ctx.meta = (layouts, groups, cpg, num_blocks, num_chunks, flags)
+        last_state = states[:, :, -1].to(u.dtype)
+        return out, last_state
+
+    @staticmethod
+    def backward(ctx, dout, dlast):
+        u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states = ctx.saved_tensors
+        layouts, groups, cpg, num_blocks, num_chunks, flags = ctx.meta
+        batch, channels, length = u.shape
+        state = A.shape[1]
+        acc = states.dtype
+        dev = u.device
+        dout = dout.contiguous()
+        dlast = dlast.to(acc).contiguous()
+        du = _empty(u.shape, dtype=u.dtype, device=dev)
+        ddelta = _empty(u.shape, dtype=acc, device=dev)
+        dz = _empty(u.shape, dtype=acc, device=dev) if z is not None else None
+        dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        dA = _empty((batch, channels, state), dtype=acc, device=dev)
+        dR = _empty((batch, channels, state), dtype=acc, device=dev) if R is not None else None
+        dD = _empty((batch, channels), dtype=acc, device=dev) if D is not None else None
+        dh0 = _empty((batch, channels, state), dtype=acc, device=dev)
+        _scan_bwd_kernel[(batch, num_blocks)](
+            u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+            _opt(h0, u), states, dout, dlast,
+            du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA), dh0,
+            channels, length, state, groups, cpg, num_chunks, num_blocks, **flags)
+        return (du, ddelta.to(delta.dtype), dA.sum(0).to(A.dtype),
+                _reduce_grouped(dB, layouts[0], groups, num_blocks),
+                _reduce_grouped(dC, layouts[1], groups, num_blocks),
+                None if D is None else dD.sum(0).to(D.dtype),
+                None if R is None else dR.sum(0).to(R.dtype),
+                _grad(z, dz),
+                None if delta_bias is None else ddelta.sum(dim=(0, 2)).to(delta_bias.dtype),
+                _grad(h0, dh0), None, None, None)
+
+
+class _SelectiveScan2dFn(torch.autograd.Function):
+    """2D selective scan: Triton row-sweep forward, checkpointed Triton backward."""
+
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, delta_softplus, row_chunk):
+        _check(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
+        u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
+        # Only the layout of B and C is needed later (no input tensors kept on ctx).
+        layouts = ((B.dim() == 5, B.dtype), (C.dim() == 5, C.dtype))
+        Bg, Cg = _as_grouped(B, 2), _as_grouped(C, 2)
+        batch, channels, height, width = u.shape
+        state, groups = A.shape[1], Bg.shape[1]
+        if Cg.shape[1] != groups:
+            groups = max(groups, Cg.shape[1])
+            Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
+            Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
+        cpg = channels // groups
+        block_d = _block_d(cpg)
+        num_blocks = channels // block_d
+        num_row_chunks = triton.cdiv(height, row_chunk)
+        # Only chunks 0 … num_row_chunks − 2 need their end state (restart points).
+        num_ckpt = max(num_row_chunks - 1, 1)
+        acc, acc_tl = _compute_dtype(u)
+        out = _empty(u.shape, dtype=u.dtype, device=u.device)
+        ckpt = _empty((batch, channels, num_ckpt, state, width), dtype=acc, device=u.device)
+        flags = dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
+                     HAS_BIAS=delta_bias is not None, SOFTPLUS=bool(delta_softplus),
+                     BLOCK_D=block_d, BLOCK_N=triton.next_power_of_2(state),
+                     BLOCK_W=triton.next_power_of_2(width), ROWS=row_chunk, DTYPE=acc_tl)
+        _scan_2d_fwd_kernel[(batch, num_blocks)](
+            u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+            out, ckpt, channels, height, width, state, groups, cpg, num_ckpt, **flags)
+        ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, ckpt)
+        ctx.meta = (layouts, groups, cpg, num_blocks, num_ckpt, num_row_chunks, flags)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        u, delta, A, Bg, Cg, D, R, z, delta_bias, ckpt = ctx.saved_tensors
+        layouts, groups, cpg, num_blocks, num_ckpt, num_row_chunks, flags = ctx.meta
+        batch, channels, height, width = u.shape
+        state = A.shape[1]
+        acc = ckpt.dtype
+        dev = u.device
+        dout = dout.contiguous()
+        tile = flags["BLOCK_D"] * flags["BLOCK_N"] * flags["BLOCK_W"]
+        # Per-program scratch for one chunk of recomputed state rows: O(B·D·N·ROWS·W).
+        scratch = _empty((batch, num_blocks, flags["ROWS"], tile), dtype=acc, device=dev)
+        du = _empty(u.shape, dtype=u.dtype, device=dev)
+        ddelta = _empty(u.shape, dtype=acc, device=dev)
+        dz = _empty(u.shape, dtype=acc, device=dev) if z is not None else None
+        dB = _empty((batch, num_blocks, state, height, width), dtype=acc, device=dev)
+        dC = _empty((batch, num_blocks, state, height, width), dtype=acc, device=dev)
+        dA = _empty((batch, channels, state), dtype=acc, device=dev)
+        dR = _empty((batch, channels, state), dtype=acc, device=dev) if R is not None else None
+        dD = _empty((batch, channels), dtype=acc, device=dev) if D is not None else None
+        _scan_2d_bwd_kernel[(batch, num_blocks)](
+            u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u), ckpt,
+            scratch, dout,
+            du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA),
+            channels, height, width, state, groups, cpg, num_ckpt, num_row_chunks, num_blocks,
+            **flags)
+        return (du, ddelta.to(delta.dtype), dA.sum(0).to(A.dtype),
+                _reduce_grouped(dB, layouts[0], groups, num_blocks),
+                _reduce_grouped(dC, layouts[1], groups, num_blocks),
+                None if D is None else dD.sum(0).to(D.dtype),
+                None if R is None else dR.sum(0).to(R.dtype),
+                _grad(z, dz),
+                None if delta_bias is None else ddelta.sum(dim=(0, 2, 3)).to(delta_bias.dtype),
+                None, None)
+
+
+def _check_power_of_two(name, value):
+    if value < 1 or value & (value - 1):
+        raise ValueError(f"{name} must be a power of two (a tl.arange extent); got {value}")
+
+
+def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None,
+                          delta_softplus=True, reverse=False, initial_state=None,
+                          return_last_state=False, chunk_size=DEFAULT_CHUNK_SIZE):
+    r"""1D selective scan with GeoMaNO's geometric correction, as Triton kernels.
+
+    .. math::
+        h_l = \bar A_l h_{l-1} + \bar B_l x_l,\qquad
+        y_l = \sum_n (C_l h_l - R\,\bar B_l x_l) + D x_l,\qquad
+        \text{out} = y \cdot \mathrm{silu}(z)
+
+    with Δ = softplus(delta + delta_bias) (threshold 20), Ā = exp(ΔA), B̄x = Δ B u; the
+    semantics of :func:`ssmpde.kernels.reference.selective_scan_ref`, values and gradients.
+
+    Parameters
+    ----------
+    u, delta : ``[batch, channel, length]``
+    A : ``[channel, state]`` (negative, so that Ā ∈ (0, 1])
+    B, C : ``[batch, state, length]`` or grouped ``[batch, groups, state, length]``
+        (channel ``d`` reads group ``d // (channel // groups)``).
+    D, delta_bias : ``[channel]``, optional
+    R : ``[channel, state]``, optional
+        Geometric correction; None gives plain Mamba.
+    z : ``[batch, channel, length]``, optional
+        Gate: the output is multiplied by ``silu(z)``.
+    delta_softplus : bool
+        Apply softplus to ``delta + delta_bias``.
+    reverse : bool
+        Run the recurrence from the last position to the first.
+    initial_state : ``[batch, channel, state]``, optional
+        h before the first processed position (zero by default); differentiable.
+    return_last_state : bool
+        Also return h after the last processed position (differentiable).
+    chunk_size : int
+        Positions per chunk (a power of two); the backward restarts from the saved state at
+        each chunk boundary. Tuning only: results do not depend on it beyond rounding.
+
+    Returns
+    -------
+    out : ``[batch, channel, length]`` in ``u``'s dtype; and ``last_state``
+    ``[batch, channel, state]`` in ``u``'s dtype if ``return_last_state``.
+
+    Notes
+    -----
+    Grid ``(batch, channel // BLOCK_D)``; each program holds ``[BLOCK_D, state_pow2, chunk]``
+    tiles, scans each chunk with ``tl.associative_scan`` and carries the state to the next chunk
+    in registers. The forward saves only the chunk-end states ``[batch, channel, chunks,
+    state]``; the backward walks the chunks in reverse, recomputes each chunk's states in
+    registers from the saved start state (no scratch buffer) and runs the adjoint recurrence as
+    a reverse associative scan. ``dA, dR, dD, d delta_bias`` (over batch) and ``dB, dC`` (over
+    the channels of a group) come from per-program partial buffers summed in torch: no atomics,
+    so results are deterministic. Accumulation is float32, or float64 for float64 inputs.
+
+    References
+    ----------
+    Gu & Dao, "Mamba: Linear-Time Sequence Modeling with Selective State Spaces" (2023), and
+    mamba-ssm's ``selective_scan`` CUDA kernel (chunked scan, chunk-end states, recomputation).
+
+    Examples
+    --------
+    >>> out, h = selective_scan_triton(u, delta, A, B, C, D=D, z=z, delta_bias=bias,
+    ...                                return_last_state=True)  # doctest: +SKIP
+    """
+    _check_power_of_two("chunk_size", chunk_size)
+    out, last_state = _SelectiveScanFn.apply(u, delta, A, B, C, D, R, z, delta_bias,
+                                             initial_state, delta_softplus, reverse, chunk_size)
+    return (out, last_state) if return_last_state else out
+
+
+def selective_scan_2d_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None,
+                             delta_softplus=True, row_chunk=DEFAULT_ROW_CHUNK):
+    r"""2D selective scan (2DMamba / GeoMaNO Eq. 4, 10), as Triton kernels.
+
+    Per (batch, channel, state), with the same Ā in both passes:
+
+    .. math::
+        g_{i,j} = \bar A_{i,j}\, g_{i,j-1} + \bar B x_{i,j},\qquad
+        h_{i,j} = \bar A_{i,j}\, h_{i-1,j} + g_{i,j},\qquad
+        y_{i,j} = \sum_n (C_{i,j} h_{i,j} - R\,\bar B x_{i,j}) + D u_{i,j}
+
+    and ``out = y · silu(z)``; the semantics of
+    :func:`ssmpde.kernels.reference.selective_scan_2d_ref`, values and gradients.
+
+    Parameters
+    ----------
+    u, delta : ``[batch, channel, height, width]``
+    A : ``[channel, state]`` (negative)
+    B, C : ``[batch, state, height, width]`` or ``[batch, groups, state, height, width]``
+    D, delta_bias : ``[channel]``, optional
+    R : ``[channel, state]``, optional
+    z : ``[batch, channel, height, width]``, optional
+    delta_softplus : bool
+        Apply softplus to ``delta + delta_bias``.
+    row_chunk : int
+        Rows between saved states (a power of two); the backward recomputes that many rows
+        per step into a scratch buffer. Tuning only.
+
+    Returns
+    -------
+    out : ``[batch, channel, height, width]`` in ``u``'s dtype.
+
+    Notes
+    -----
+    This is the simpler *row sweep* version, not 2DMamba's square tiles: grid
+    ``(batch, channel // BLOCK_D)``; each program walks the rows top to bottom holding a whole
+    (power-of-two padded) row ``[BLOCK_D, state_pow2, width_pow2]`` in registers; the horizontal
+    pass of a row is an associative scan along the width and the vertical pass is the
+    elementwise update with the previous row (the vertical carry, in registers). Very wide grids
+    therefore cost registers in proportion to the width (a width-tiled variant would carry a
+    per-row horizontal state between column tiles). The forward saves the state row after every
+    ``row_chunk`` rows; the backward walks the row chunks bottom-up, recomputes a chunk's rows
+    into a per-program scratch buffer of ``row_chunk`` rows, and runs the vertical adjoint
+    (carried in registers) and the horizontal adjoint (a reverse scan) row by row. Reductions as
+    in :func:`selective_scan_triton`.
+
+    References
+    ----------
+    Zhang et al., "2DMamba: Efficient State Space Model for Image Representation" (2024);
+    GeoMaNO (Eq. 4, 10, 23).
+
+    Examples
+    --------
+    >>> out = selective_scan_2d_triton(u, delta, A, B, C, D=D, delta_bias=bias)  # doctest: +SKIP
+    """
+    _check_power_of_two("row_chunk", row_chunk)
+    return _SelectiveScan2dFn.apply(u, delta, A, B, C, D, R, z, delta_bias, delta_softplus,
+                                    row_chunk)

@@ -1,0 +1,311 @@
+"""Triton selective scans against the float64 reference: values and gradients of every input.
+
+Without CUDA the kernels run under ``TRITON_INTERPRET=1`` on CPU tensors (small shapes: the
+interpreter is slow); on a CUDA machine the same tests run compiled on CUDA tensors. Every
+buffer the wrapper allocates is filled with NaN first (fla's trick), so an element a kernel
+forgets to write fails loudly.
+"""
+
+import importlib
+import os
+
+import pytest
+import torch
+
+_CUDA = torch.cuda.is_available()
+if not _CUDA:
+    # @triton.jit decides compiled-or-interpreted when a kernel is *defined*, so this must come
+    # before the module is first imported in this process (else see the reload below).
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+triton = pytest.importorskip("triton")
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+
+from ssmpde.kernels import scan_triton  # noqa: E402
+from ssmpde.kernels.reference import selective_scan_2d_ref, selective_scan_ref  # noqa: E402
+
+if not _CUDA and not isinstance(scan_triton._scan_fwd_kernel, InterpretedFunction):
+    # Another test imported the module before TRITON_INTERPRET was set. Triton reads the flag
+    # when a kernel is defined, so re-executing the module (in place: the dispatcher looks its
+    # functions up there) defines interpreted kernels, unless the flag was set to something else.
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        scan_triton = importlib.reload(scan_triton)
+    if not isinstance(scan_triton._scan_fwd_kernel, InterpretedFunction):
+        pytest.skip("no CUDA and TRITON_INTERPRET is not 1: the kernels were built for a GPU",
+                    allow_module_level=True)
+
+selective_scan_triton = scan_triton.selective_scan_triton
+selective_scan_2d_triton = scan_triton.selective_scan_2d_triton
+DEVICE = "cuda" if _CUDA else "cpu"
+OPTIONS = ("D", "R", "z", "delta_bias", "initial_state")
+
+# mamba-ssm's tolerances against its reference (forward: float32 6e-4/2e-3, float16 3e-3/5e-3,
+# bfloat16 3e-2/5e-2); gradients to 1e-3 of their scale in float32 (to the forward rtol of their
+# scale in half precision, where rounding the result alone costs that much). Float64 inputs run
+# the kernels in float64, so they must agree to rounding.
+TOLERANCES = {
+    torch.float32: dict(fwd=(6e-4, 2e-3), grad=1e-3),
+    torch.float64: dict(fwd=(1e-10, 1e-10), grad=1e-10),
+    torch.float16: dict(fwd=(3e-3, 5e-3), grad=5e-3),
+    torch.bfloat16: dict(fwd=(3e-2, 5e-2), grad=5e-2),
+}
+
+
+@pytest.fixture(autouse=True)
+def nan_buffers(monkeypatch):
+    """Fill every buffer the Triton wrapper allocates with NaN (an unwritten element leaks)."""
+    def empty_nan(shape, *, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    monkeypatch.setattr(scan_triton, "_empty", empty_nan)
+
+
+def make_inputs(space, *, batch=2, channels=2, state=3, groups=None, options=OPTIONS,
+                softplus=True, dtype=torch.float32, seed=0):
+    """Random inputs for a scan over ``space`` (``(length,)`` or ``(height, width)``).
+
+    ``groups=None`` gives ungrouped ``B, C`` ``[batch, state, *space]``; otherwise
+    ``[batch, groups, state, *space]``. Δ stays O(0.1–1) so that Ā spans (0, 1) usefully.
+    """
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=dtype)
+
+    group_dim = () if groups is None else (groups,)
+    if softplus:
+        delta = 0.5 * randn(batch, channels, *space) - 1.0
+    else:  # Δ = delta directly: keep it positive, as a softplus would
+        delta = 0.05 + torch.rand(batch, channels, *space, generator=gen, dtype=dtype)
+    inputs = dict(
+        u=randn(batch, channels, *space),
+        delta=delta,
+        A=-torch.exp(0.5 * randn(channels, state)),
+        B=randn(batch, *group_dim, state, *space),
+        C=randn(batch, *group_dim, state, *space),
+        D=randn(channels),
+        R=0.5 * randn(channels, state),
+        z=randn(batch, channels, *space),
+        delta_bias=0.3 * randn(channels),
+        initial_state=randn(batch, channels, state),
+    )
+    return {k: v for k, v in inputs.items() if k not in OPTIONS or k in options}
+
+
+def run_with_grads(fn, inputs, cotangent_seed=1, **kwargs):
+    """Outputs of ``fn`` and the gradients of ``<outputs, random cotangents>`` w.r.t. inputs."""
+    leaves = {k: v.detach().to(DEVICE).requires_grad_() for k, v in inputs.items()}
+    outputs = fn(**leaves, **kwargs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    gen = torch.Generator().manual_seed(cotangent_seed)
+    loss = sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype).to(DEVICE)).sum()
+               for o in outputs)
+    grads = torch.autograd.grad(loss, list(leaves.values()))
+    return outputs, dict(zip(leaves, grads))
+
+
+def assert_matches(fast, ref, dtype):
+    """Outputs within the forward tolerance, every gradient within 1e-3 of its scale."""
+    (out, grads), (out_ref, grads_ref) = fast, ref
+    rtol, atol = TOLERANCES[dtype]["fwd"]
+    for o, o_ref in zip(out, out_ref, strict=True):
+        assert o.dtype == o_ref.dtype == dtype
+        torch.testing.assert_close(o, o_ref, rtol=rtol, atol=atol)
+    rel = TOLERANCES[dtype]["grad"]
+    assert grads.keys() == grads_ref.keys()
+    for name in grads_ref:
+        g, g_ref = grads[name], grads_ref[name]
+        assert g.shape == g_ref.shape and g.dtype == g_ref.dtype, name
+        scale = max(g_ref.abs().max().item(), 1.0)
+        torch.testing.assert_close(g, g_ref, rtol=rel, atol=rel * scale,
+                                   msg=lambda m, name=name: f"d{name}: {m}")
+
+
+def check_1d(length, *, reverse=False, return_last_state=False, softplus=True, chunk_size=8,
+             dtype=torch.float32, **make):
+    inputs = make_inputs((length,), softplus=softplus, dtype=dtype, **make)
+    flags = dict(reverse=reverse, return_last_state=return_last_state, delta_softplus=softplus)
+    fast = run_with_grads(selective_scan_triton, inputs, chunk_size=chunk_size, **flags)
+    ref = run_with_grads(selective_scan_ref, inputs, **flags)
+    assert_matches(fast, ref, dtype)
+    return fast
+
+
+def check_2d(height, width, *, softplus=True, row_chunk=2, dtype=torch.float32, **make):
+    inputs = make_inputs((height, width), softplus=softplus, dtype=dtype, **make)
+    inputs.pop("initial_state", None)  # the 2D scan starts from zero
+    fast = run_with_grads(selective_scan_2d_triton, inputs, row_chunk=row_chunk,
+                          delta_softplus=softplus)
+    ref = run_with_grads(selective_scan_2d_ref, inputs, delta_softplus=softplus)
+    assert_matches(fast, ref, dtype)
+    return fast
+
+
+# ------------------------------------------------------------------------------------------
+# 1D
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(dict(length=1), id="length1"),
+    pytest.param(dict(length=1, reverse=True, return_last_state=True), id="length1-reverse-last"),
+    pytest.param(dict(length=7, state=1), id="length7-one_state"),
+    pytest.param(dict(length=33), id="length33-crosses_chunks"),
+    pytest.param(dict(length=33, reverse=True, return_last_state=True),
+                 id="length33-reverse-last_state"),
+    pytest.param(dict(length=16, chunk_size=16), id="length_equals_chunk"),
+    pytest.param(dict(length=24, chunk_size=8, return_last_state=True), id="whole_chunks"),
+    pytest.param(dict(length=5, chunk_size=64), id="chunk_longer_than_length"),
+    pytest.param(dict(length=19, channels=4, groups=2), id="grouped2-channels4"),
+    pytest.param(dict(length=19, channels=4, groups=4, reverse=True), id="grouped4-reverse"),
+    pytest.param(dict(length=13, channels=3, state=4), id="channels3-odd_blocks"),
+    pytest.param(dict(length=11, options=()), id="plain_mamba-no_options"),
+    pytest.param(dict(length=11, options=("R",)), id="R_only"),
+    pytest.param(dict(length=11, options=("z", "D")), id="z_D-no_R"),
+    pytest.param(dict(length=11, options=("initial_state",), return_last_state=True),
+                 id="initial_and_last_state_only"),
+    pytest.param(dict(length=9, softplus=False), id="no_softplus"),
+    pytest.param(dict(length=21, batch=1, channels=4, state=4, chunk_size=4),
+                 id="chunk4-channels4-state4"),
+    pytest.param(dict(length=17, dtype=torch.float64, return_last_state=True),
+                 id="float64"),
+    pytest.param(dict(length=17, dtype=torch.float64, reverse=True, groups=2, channels=2),
+                 id="float64-reverse-grouped"),
+])
+def test_scan_1d_matches_reference(case):
+    check_1d(**case)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_inputs(dtype):
+    """Half-precision inputs accumulate in float32 and come back in their own dtype."""
+    check_1d(19, dtype=dtype, channels=2, groups=2, return_last_state=True)
+    check_2d(3, 5, dtype=dtype)
+
+
+@pytest.mark.parametrize("grouped", ["B", "C"])
+def test_one_of_B_C_grouped(grouped):
+    """A grouped B with a shared C (or the reverse) broadcasts the shared one to every group."""
+    inputs = make_inputs((10,), channels=4, groups=2)
+    shared = "C" if grouped == "B" else "B"
+    inputs[shared] = inputs[shared][:, 0]
+    fast = run_with_grads(selective_scan_triton, inputs, chunk_size=4)
+    ref = run_with_grads(selective_scan_ref, inputs)
+    assert_matches(fast, ref, torch.float32)
+    grid = make_inputs((3, 4), channels=4, groups=2)
+    grid.pop("initial_state")
+    grid[shared] = grid[shared][:, 0]
+    fast = run_with_grads(selective_scan_2d_triton, grid, row_chunk=2)
+    ref = run_with_grads(selective_scan_2d_ref, grid)
+    assert_matches(fast, ref, torch.float32)
+
+
+def test_scan_1d_softplus_threshold():
+    """Raw Δ above torch's softplus threshold 20 passes through (value 20+, gradient 1)."""
+    inputs = make_inputs((12,), channels=2, state=2)
+    inputs["delta"] = inputs["delta"].clone()
+    inputs["delta"][:, :, ::3] += 21.5  # x = delta + bias > 20 at every third position
+    flags = dict(return_last_state=True)
+    fast = run_with_grads(selective_scan_triton, inputs, chunk_size=4, **flags)
+    ref = run_with_grads(selective_scan_ref, inputs, **flags)
+    assert_matches(fast, ref, torch.float32)
+
+
+@settings(max_examples=10)
+@given(
+    batch=st.integers(1, 2),
+    channels=st.sampled_from([1, 2, 3, 4]),
+    state=st.integers(1, 4),
+    length=st.integers(1, 40),
+    grouped=st.booleans(),
+    options=st.sets(st.sampled_from(OPTIONS)),
+    reverse=st.booleans(),
+    softplus=st.booleans(),
+    return_last_state=st.booleans(),
+    chunk_size=st.sampled_from([4, 8, 16]),
+    seed=st.integers(0, 2**16),
+)
+def test_scan_1d_random_shapes(batch, channels, state, length, grouped, options, reverse,
+                               softplus, return_last_state, chunk_size, seed):
+    groups = channels if grouped and channels % 2 else (2 if grouped and channels > 1 else None)
+    check_1d(length, batch=batch, channels=channels, state=state, groups=groups,
+             options=tuple(options), reverse=reverse, softplus=softplus,
+             return_last_state=return_last_state, chunk_size=chunk_size, seed=seed)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_scan_1d_continues_from_last_state(reverse):
+    """Scanning a sequence in two pieces, passing the last state on, equals one scan."""
+    length, cut = 21, 9
+    inputs = make_inputs((length,), options=("D", "R", "z", "delta_bias"))
+    whole = selective_scan_triton(**inputs, reverse=reverse, chunk_size=8)
+    # Processing order: the reverse scan visits the tail [cut:] first.
+    first, second = (slice(cut, None), slice(None, cut)) if reverse else \
+        (slice(None, cut), slice(cut, None))
+    per_position = ("u", "delta", "B", "C", "z")
+
+    def piece(part, **extra):
+        sliced = {k: v[..., part] if k in per_position else v for k, v in inputs.items()}
+        return selective_scan_triton(**sliced, reverse=reverse, chunk_size=8, **extra)
+
+    out_first, state = piece(first, return_last_state=True)
+    out_second = piece(second, initial_state=state)
+    torch.testing.assert_close(whole[..., first], out_first, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(whole[..., second], out_second, rtol=1e-5, atol=1e-5)
+
+
+def test_fresh_nan_buffers_never_leak():
+    """With every allocated buffer NaN-filled, outputs and all gradients stay finite."""
+    for (out, grads) in (
+        check_1d(13, channels=3, state=3, chunk_size=4, reverse=True, return_last_state=True),
+        check_1d(13, channels=4, groups=2, state=3, chunk_size=8),
+        check_2d(3, 5, channels=3, state=3, row_chunk=2),
+    ):
+        for tensor in (*out, *grads.values()):
+            assert torch.isfinite(tensor).all()
+
+
+# ------------------------------------------------------------------------------------------
+# 2D
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(dict(height=1, width=7), id="grid1x7"),
+    pytest.param(dict(height=5, width=3), id="grid5x3"),
+    pytest.param(dict(height=4, width=6), id="grid4x6"),
+    pytest.param(dict(height=4, width=6, row_chunk=1), id="grid4x6-row_chunk1"),
+    pytest.param(dict(height=5, width=3, row_chunk=16), id="grid5x3-one_row_chunk"),
+    pytest.param(dict(height=4, width=6, channels=4, groups=2), id="grid4x6-grouped2"),
+    pytest.param(dict(height=5, width=3, options=()), id="grid5x3-plain"),
+    pytest.param(dict(height=3, width=4, state=1, channels=3, softplus=False),
+                 id="grid3x4-one_state-no_softplus"),
+    pytest.param(dict(height=4, width=5, dtype=torch.float64), id="grid4x5-float64"),
+])
+def test_scan_2d_matches_reference(case):
+    check_2d(**case)
+
+
+# ------------------------------------------------------------------------------------------
+# Argument checks (no kernel launch)
+# ------------------------------------------------------------------------------------------
+
+
+def test_rejects_bad_arguments():
+    inputs = make_inputs((8,))
+    with pytest.raises(ValueError, match="chunk_size"):
+        selective_scan_triton(**inputs, chunk_size=6)
+    with pytest.raises(ValueError, match="A must be"):
+        selective_scan_triton(**{**inputs, "A": inputs["A"][:1]})
+    with pytest.raises(ValueError, match="B must be"):
+        selective_scan_triton(**{**inputs, "B": inputs["B"][..., :5]})
+    with pytest.raises(ValueError, match="groups dividing"):
+        selective_scan_triton(**{**inputs, "C": torch.zeros(2, 3, 3, 8)})
+    grid = make_inputs((3, 4))
+    grid.pop("initial_state")
+    with pytest.raises(ValueError, match="row_chunk"):
+        selective_scan_2d_triton(**grid, row_chunk=3)
+    with pytest.raises(ValueError, match="R must have shape"):
+        selective_scan_2d_triton(**{**grid, "R": grid["R"][:, :1]})
