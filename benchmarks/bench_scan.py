@@ -38,11 +38,13 @@ def loop_scan_1d(u, delta, A, B, C, D, R, z, delta_bias):
     dt_ = F.softplus(delta + delta_bias[:, None])
     deltaA = torch.exp(dt_.unsqueeze(2) * A[None, :, :, None])           # [b, d, n, l]
     deltaBu = dt_.unsqueeze(2) * B.unsqueeze(1) * u.unsqueeze(2)         # [b, d, n, l]
+    # unbind, not deltaA[..., l]: indexing in the loop makes autograd build a full-size zero
+    # gradient per step (mamba-ssm's reference does that; it did not finish in 10 minutes here)
     h = u.new_zeros(u.shape[0], u.shape[1], A.shape[1])
     ys = []
-    for l in range(u.shape[-1]):
-        h = deltaA[..., l] * h + deltaBu[..., l]
-        ys.append((h * C[:, None, :, l]).sum(-1))
+    for a_l, bu_l, c_l in zip(deltaA.unbind(-1), deltaBu.unbind(-1), C.unbind(-1)):
+        h = a_l * h + bu_l
+        ys.append((h * c_l[:, None, :]).sum(-1))
     y = torch.stack(ys, -1) - (R[None, :, :, None] * deltaBu).sum(2) + D[:, None] * u
     return y * F.silu(z)
 
@@ -52,21 +54,19 @@ def loop_scan_2d(u, delta, A, B, C, D, R, z, delta_bias):
     dt_ = F.softplus(delta + delta_bias[:, None, None])
     deltaA = torch.exp(dt_.unsqueeze(2) * A[None, :, :, None, None])     # [b, d, n, H, W]
     deltaBu = dt_.unsqueeze(2) * B.unsqueeze(1) * u.unsqueeze(2)
-    height, width = u.shape[-2:]
     rows = []
-    for i in range(height):
+    for a_row, bu_row in zip(deltaA.unbind(-2), deltaBu.unbind(-2)):
         g = u.new_zeros(u.shape[0], u.shape[1], A.shape[1])
         row = []
-        for j in range(width):
-            g = deltaA[..., i, j] * g + deltaBu[..., i, j]
+        for a_ij, bu_ij in zip(a_row.unbind(-1), bu_row.unbind(-1)):
+            g = a_ij * g + bu_ij
             row.append(g)
         rows.append(torch.stack(row, -1))
-    g = torch.stack(rows, -2)
-    h = u.new_zeros(u.shape[0], u.shape[1], A.shape[1], width)
+    h = u.new_zeros(u.shape[0], u.shape[1], A.shape[1], u.shape[-1])
     ys = []
-    for i in range(height):
-        h = deltaA[..., i, :] * h + g[..., i, :]
-        ys.append((h * C[:, None, :, i, :]).sum(2))
+    for a_row, g_row, c_row in zip(deltaA.unbind(-2), rows, C.unbind(-2)):
+        h = a_row * h + g_row
+        ys.append((h * c_row[:, None]).sum(2))
     y = torch.stack(ys, -2) - (R[None, :, :, None, None] * deltaBu).sum(2) + D[:, None, None] * u
     return y * F.silu(z)
 

@@ -1,0 +1,432 @@
+"""The numba CPU scans against the reference: values and gradients of every input.
+
+Hypothesis draws shapes (odd lengths, length 1, grouped B/C, small grids), the optional inputs
+and the flags; named cases pin lengths 63 and 1937, one state, chunked scans with carried
+state, and a 4096-step sequence on which a cumulative-product formulation breaks down.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ssmpde.kernels import scan_cpu
+from ssmpde.kernels.reference import selective_scan_2d_ref, selective_scan_ref
+from ssmpde.kernels.scan_cpu import selective_scan_2d_cpu, selective_scan_cpu
+
+f64 = torch.float64
+f32 = torch.float32
+OPTIONAL = ("D", "R", "z", "delta_bias")
+
+
+def make_inputs(seed, *, batch, channels, state, grid, groups=None, dtype=f64,
+                optional=OPTIONAL, delta_softplus=True, a_min=None):
+    """Random scan inputs; B/C plain if ``groups`` is None. All leaves require grad.
+
+    Without the softplus the raw delta is the step, so it is drawn in [0, 1] (and the bias in
+    [0, 0.5]) to keep Δ ≥ 0, hence Ā ≤ 1, as the model guarantees.
+    """
+    g = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, dtype=f64)
+
+    def rand(*shape):
+        return torch.rand(*shape, generator=g, dtype=f64)
+
+    space = (batch, channels, *grid)
+    bc = (batch, state, *grid) if groups is None else (batch, groups, state, *grid)
+    if a_min is None:
+        A = -torch.exp(randn(channels, state))
+    else:
+        A = -a_min * rand(channels, state)
+        A.view(-1)[0] = -a_min  # the extreme value itself, not just values near it
+    kw = dict(u=randn(*space), delta=randn(*space) if delta_softplus else rand(*space),
+              A=A, B=randn(*bc), C=randn(*bc))
+    if "D" in optional:
+        kw["D"] = randn(channels)
+    if "R" in optional:
+        kw["R"] = randn(channels, state)
+    if "z" in optional:
+        kw["z"] = randn(*space)
+    if "delta_bias" in optional:
+        kw["delta_bias"] = randn(channels) if delta_softplus else 0.5 * rand(channels)
+    return {k: v.to(dtype).requires_grad_() for k, v in kw.items()}
+
+
+def tolerances(dtype):
+    """(forward rtol, forward atol, gradient rtol, gradient atol relative to the grad scale).
+
+    float32: mamba-ssm's tolerances against its reference. float64: tight.
+    """
+    if dtype == f64:
+        return 1e-10, 1e-12, 1e-10, 1e-10
+    return 6e-4, 2e-3, 1e-3, 1e-3
+
+
+def assert_outputs_and_grads(fast, ref, inputs, dtype):
+    """Compare outputs, then gradients of a random projection w.r.t. every input.
+
+    ``fast`` and ``ref`` are tuples of outputs. NaN anywhere fails assert_close, so an
+    unwritten element of a NaN-filled buffer cannot pass.
+    """
+    rtol, atol, grad_rtol, grad_atol = tolerances(dtype)
+    g = torch.Generator().manual_seed(1234)
+    weights = [torch.randn(r.shape, generator=g, dtype=f64).to(dtype) for r in ref]
+    for f, r in zip(fast, ref):
+        assert f.dtype == r.dtype == dtype
+        torch.testing.assert_close(f, r, rtol=rtol, atol=atol)
+    names = list(inputs)
+    leaves = [inputs[n] for n in names]
+    grads_fast = torch.autograd.grad(sum((f * w).sum() for f, w in zip(fast, weights)), leaves)
+    grads_ref = torch.autograd.grad(sum((r * w).sum() for r, w in zip(ref, weights)), leaves)
+    for name, gf, gr in zip(names, grads_fast, grads_ref):
+        scale = max(gr.abs().max().item(), 1e-30)
+        torch.testing.assert_close(gf, gr, rtol=grad_rtol, atol=grad_atol * scale,
+                                   msg=lambda m, name=name: f"gradient of {name}: {m}")
+
+
+def split(kw):
+    """Positional (u, delta, A, B, C) and keyword remainder of an input dict."""
+    head = ("u", "delta", "A", "B", "C")
+    return [kw[k] for k in head], {k: v for k, v in kw.items() if k not in head}
+
+
+def check_1d(seed, *, dtype, batch, channels, state, length, groups, optional, reverse,
+             delta_softplus, with_initial_state, return_last_state=True):
+    kw = make_inputs(seed, batch=batch, channels=channels, state=state, grid=(length,),
+                     groups=groups, dtype=dtype, optional=optional,
+                     delta_softplus=delta_softplus)
+    if with_initial_state:
+        g = torch.Generator().manual_seed(seed + 1)
+        kw["initial_state"] = torch.randn(batch, channels, state, generator=g,
+                                          dtype=f64).to(dtype).requires_grad_()
+    args, rest = split(kw)
+    options = dict(delta_softplus=delta_softplus, reverse=reverse,
+                   return_last_state=return_last_state)
+    fast = selective_scan_cpu(*args, **rest, **options)
+    ref = selective_scan_ref(*args, **rest, **options)
+    if not return_last_state:
+        fast, ref = (fast,), (ref,)
+    assert_outputs_and_grads(fast, ref, kw, dtype)
+
+
+def check_2d(seed, *, dtype, batch, channels, state, height, width, groups, optional,
+             delta_softplus):
+    kw = make_inputs(seed, batch=batch, channels=channels, state=state, grid=(height, width),
+                     groups=groups, dtype=dtype, optional=optional,
+                     delta_softplus=delta_softplus)
+    args, rest = split(kw)
+    fast = selective_scan_2d_cpu(*args, **rest, delta_softplus=delta_softplus)
+    ref = selective_scan_2d_ref(*args, **rest, delta_softplus=delta_softplus)
+    assert_outputs_and_grads((fast,), (ref,), kw, dtype)
+
+
+@st.composite
+def channels_and_groups(draw):
+    """Channels 1–4 and either plain B/C (None) or a group count dividing the channels."""
+    channels = draw(st.integers(1, 4))
+    divisors = [g for g in range(1, channels + 1) if channels % g == 0]
+    return channels, draw(st.one_of(st.none(), st.sampled_from(divisors)))
+
+
+optional_subsets = st.sets(st.sampled_from(OPTIONAL)).map(tuple)
+
+
+# ---------------------------------------------------------------------------------------
+# Hypothesis: random shapes, optional inputs and flags, against the reference.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [f64, f32], ids=["float64", "float32"])
+@settings(max_examples=60)  # a few ms per example: more coverage than the profile's 25
+@given(seed=st.integers(0, 2**31 - 1), batch=st.integers(1, 2), cg=channels_and_groups(),
+       state=st.integers(1, 4), length=st.one_of(st.just(1), st.integers(1, 70)),
+       optional=optional_subsets, reverse=st.booleans(), delta_softplus=st.booleans(),
+       with_initial_state=st.booleans())
+def test_scan_1d_matches_reference(dtype, seed, batch, cg, state, length, optional, reverse,
+                                   delta_softplus, with_initial_state):
+    channels, groups = cg
+    check_1d(seed, dtype=dtype, batch=batch, channels=channels, state=state, length=length,
+             groups=groups, optional=optional, reverse=reverse,
+             delta_softplus=delta_softplus, with_initial_state=with_initial_state)
+
+
+@pytest.mark.parametrize("dtype", [f64, f32], ids=["float64", "float32"])
+@settings(max_examples=60)  # a few ms per example: more coverage than the profile's 25
+@given(seed=st.integers(0, 2**31 - 1), batch=st.integers(1, 2), cg=channels_and_groups(),
+       state=st.integers(1, 4), height=st.integers(1, 7), width=st.integers(1, 7),
+       optional=optional_subsets, delta_softplus=st.booleans())
+def test_scan_2d_matches_reference(dtype, seed, batch, cg, state, height, width, optional,
+                                   delta_softplus):
+    channels, groups = cg
+    check_2d(seed, dtype=dtype, batch=batch, channels=channels, state=state, height=height,
+             width=width, groups=groups, optional=optional, delta_softplus=delta_softplus)
+
+
+# ---------------------------------------------------------------------------------------
+# Named cases.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [f64, f32], ids=["float64", "float32"])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("length", [1, 63], ids=lambda n: f"length{n}")
+def test_scan_1d_everything_on(length, reverse, dtype):
+    check_1d(7, dtype=dtype, batch=2, channels=4, state=3, length=length, groups=2,
+             optional=OPTIONAL, reverse=reverse, delta_softplus=True, with_initial_state=True)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_scan_1d_length_1937_float64(reverse):
+    # A long odd length (one more than 44², the token count of a 44×44 grid): only a small
+    # batch/channel/state so the Python-loop reference stays fast.
+    check_1d(11, dtype=f64, batch=1, channels=2, state=2, length=1937, groups=None,
+             optional=OPTIONAL, reverse=reverse, delta_softplus=True, with_initial_state=True)
+
+
+@pytest.mark.parametrize("dtype", [f64, f32], ids=["float64", "float32"])
+def test_scan_one_state(dtype):
+    check_1d(3, dtype=dtype, batch=2, channels=3, state=1, length=17, groups=None,
+             optional=OPTIONAL, reverse=False, delta_softplus=True, with_initial_state=True)
+    check_2d(3, dtype=dtype, batch=2, channels=3, state=1, height=4, width=5, groups=3,
+             optional=OPTIONAL, delta_softplus=True)
+
+
+@pytest.mark.parametrize("dtype", [f64, f32], ids=["float64", "float32"])
+@pytest.mark.parametrize("grid", [(1, 7), (7, 1), (5, 3)], ids=lambda g: f"{g[0]}x{g[1]}")
+def test_scan_2d_named_grids(grid, dtype):
+    check_2d(5, dtype=dtype, batch=2, channels=4, state=3, height=grid[0], width=grid[1],
+             groups=2, optional=OPTIONAL, delta_softplus=True)
+
+
+def test_softplus_threshold():
+    # delta + bias straddles 20, where softplus switches to the identity and its derivative
+    # to exactly 1 (torch's convention, which the kernels copy).
+    kw = make_inputs(2, batch=1, channels=2, state=2, grid=(12,), optional=("delta_bias",))
+    with torch.no_grad():
+        kw["delta"].copy_(torch.linspace(18.0, 23.0, 24, dtype=f64).reshape(1, 2, 12))
+        kw["delta_bias"].zero_()
+        kw["A"].mul_(0.01)  # keep Ā = exp(ΔA) away from 0 so the state still matters
+    args, rest = split(kw)
+    fast = selective_scan_cpu(*args, **rest)
+    ref = selective_scan_ref(*args, **rest)
+    assert_outputs_and_grads((fast,), (ref,), kw, f64)
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3, 4])
+def test_backward_independent_of_channel_chunking(chunks, monkeypatch):
+    # The backward splits each group's channels into chunks with their own dB/dC partials
+    # (summed afterwards); any split, even one with an empty chunk, gives the same gradients.
+    monkeypatch.setattr(scan_cpu, "_chunks", lambda batch, groups, per_group: chunks)
+    check_1d(9, dtype=f64, batch=2, channels=4, state=2, length=10, groups=1,
+             optional=OPTIONAL, reverse=False, delta_softplus=True, with_initial_state=True)
+    check_2d(9, dtype=f64, batch=1, channels=4, state=2, height=3, width=4, groups=None,
+             optional=OPTIONAL, delta_softplus=True)
+
+
+# ---------------------------------------------------------------------------------------
+# gradcheck (float64, tiny shapes).
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_gradcheck_1d_everything_on(reverse):
+    kw = make_inputs(0, batch=1, channels=2, state=2, grid=(5,), groups=2)
+    kw["initial_state"] = torch.randn(1, 2, 2, dtype=f64, requires_grad=True)
+    names = list(kw)
+
+    def scan(*tensors):
+        args, rest = split(dict(zip(names, tensors)))
+        return selective_scan_cpu(*args, **rest, reverse=reverse, return_last_state=True)
+
+    assert torch.autograd.gradcheck(scan, tuple(kw.values()))
+
+
+def test_gradcheck_2d_everything_on():
+    kw = make_inputs(1, batch=1, channels=2, state=2, grid=(3, 2), groups=1)
+    names = list(kw)
+
+    def scan(*tensors):
+        args, rest = split(dict(zip(names, tensors)))
+        return selective_scan_2d_cpu(*args, **rest)
+
+    assert torch.autograd.gradcheck(scan, tuple(kw.values()))
+
+
+# ---------------------------------------------------------------------------------------
+# Chunked scans: the carried state makes two halves one scan.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_two_halves_with_carried_state_equal_whole_scan(reverse):
+    kw = make_inputs(4, batch=2, channels=3, state=4, grid=(31,))
+    args, rest = split(kw)
+    whole, whole_last = selective_scan_cpu(*args, **rest, reverse=reverse,
+                                           return_last_state=True)
+    cut = 14
+    per_position = ("u", "delta", "B", "C", "z")
+    first = {k: (v[..., :cut] if k in per_position else v) for k, v in kw.items()}
+    second = {k: (v[..., cut:] if k in per_position else v) for k, v in kw.items()}
+    # The recurrence visits the second half first when reversed.
+    start, then = (second, first) if reverse else (first, second)
+    args_a, rest_a = split(start)
+    out_a, carry = selective_scan_cpu(*args_a, **rest_a, reverse=reverse,
+                                      return_last_state=True)
+    args_b, rest_b = split(then)
+    out_b, last = selective_scan_cpu(*args_b, **rest_b, reverse=reverse,
+                                     initial_state=carry, return_last_state=True)
+    out = torch.cat((out_b, out_a) if reverse else (out_a, out_b), dim=-1)
+    torch.testing.assert_close(out, whole, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(last, whole_last, rtol=1e-12, atol=1e-12)
+    # The gradient flows back through the carried state as well.
+    w = torch.randn_like(whole)
+    leaves = list(kw.values())
+    grads_whole = torch.autograd.grad((whole * w).sum() + whole_last.sum(), leaves)
+    grads_split = torch.autograd.grad((out * w).sum() + last.sum(), leaves)
+    for name, a, b in zip(kw, grads_split, grads_whole):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=lambda m, n=name: f"{n}: {m}")
+
+
+# ---------------------------------------------------------------------------------------
+# Long-sequence stability.
+# ---------------------------------------------------------------------------------------
+def test_long_sequence_stable_where_cumulative_product_breaks():
+    length = 4096
+    kw = make_inputs(6, batch=1, channels=2, state=3, grid=(length,), delta_softplus=False,
+                     a_min=16.0)
+    args, rest = split(kw)
+
+    # Why no cumulative product: h_l = e^{S_l} Σ_{k≤l} e^{-S_k} B̄x_k with S = cumsum(ΔA).
+    # S reaches thousands below zero, so e^{-S_k} overflows and e^{S_l} underflows (inf · 0).
+    with torch.no_grad():
+        dA = kw["delta"].unsqueeze(2) * kw["A"][None, :, :, None]
+        bx = kw["delta"].unsqueeze(2) * kw["B"].unsqueeze(1) * kw["u"].unsqueeze(2)
+        cumulative = torch.cumsum(dA, dim=-1)
+        assert cumulative.min().item() < -1000.0  # far beyond float64's exp range (~−745)
+        naive_h = torch.exp(cumulative) * torch.cumsum(torch.exp(-cumulative) * bx, dim=-1)
+        assert not torch.isfinite(naive_h).all()
+
+    fast = selective_scan_cpu(*args, **rest, delta_softplus=False)
+    ref = selective_scan_ref(*args, **rest, delta_softplus=False)
+    assert torch.isfinite(fast).all()
+    weights = torch.randn_like(fast)
+    grads = torch.autograd.grad((fast * weights).sum(), list(kw.values()), retain_graph=True)
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert_outputs_and_grads((fast,), (ref,), kw, f64)
+
+
+# ---------------------------------------------------------------------------------------
+# NaN-filled buffers: an element a kernel does not write cannot pass as a number.
+# ---------------------------------------------------------------------------------------
+def test_unwritten_outputs_are_nan(monkeypatch):
+    kw = make_inputs(8, batch=1, channels=2, state=2, grid=(5,))
+    args, rest = split(kw)
+    monkeypatch.setattr(scan_cpu, "_scan_1d_forward", lambda *a: None)
+    out, last = selective_scan_cpu(*args, **rest, return_last_state=True)
+    assert torch.isnan(out).all() and torch.isnan(last).all()
+    monkeypatch.undo()
+    monkeypatch.setattr(scan_cpu, "_scan_1d_backward", lambda *a: None)
+    out = selective_scan_cpu(*args, **rest)
+    grads = torch.autograd.grad(out.sum(), list(kw.values()))
+    assert all(torch.isnan(g).all() for g in grads)
+
+
+def test_unwritten_2d_outputs_are_nan(monkeypatch):
+    kw = make_inputs(8, batch=1, channels=2, state=2, grid=(3, 2))
+    args, rest = split(kw)
+    monkeypatch.setattr(scan_cpu, "_scan_2d_forward", lambda *a: None)
+    assert torch.isnan(selective_scan_2d_cpu(*args, **rest)).all()
+
+
+# ---------------------------------------------------------------------------------------
+# Dtypes and bad input.
+# ---------------------------------------------------------------------------------------
+def test_float32_computed_in_float32():
+    # Single-precision inputs stay single precision (no silent float64 copies), and the
+    # result still meets mamba-ssm's float32 tolerance against the float64 reference.
+    kw = make_inputs(12, batch=1, channels=2, state=3, grid=(40,), dtype=f32)
+    args, rest = split(kw)
+    out, last = selective_scan_cpu(*args, **rest, return_last_state=True)
+    assert out.dtype == last.dtype == f32
+    ref = selective_scan_ref(*args, **rest)
+    torch.testing.assert_close(out, ref, rtol=6e-4, atol=2e-3)
+    assert not torch.equal(out, ref)  # genuinely single-precision arithmetic
+
+
+def bad_case(change):
+    kw = {k: v.detach() for k, v in make_inputs(0, batch=2, channels=4, state=3, grid=(6,),
+                                                  groups=2).items()}
+    kw.update(change(kw))
+    return kw
+
+
+BAD_1D = {
+    "u-2d": (lambda kw: {"u": kw["u"][0]}, r"u must be a non-empty \[batch, channel, length\]"),
+    "delta-length": (lambda kw: {"delta": kw["delta"][..., :5]}, r"delta must have shape"),
+    "A-channels": (lambda kw: {"A": kw["A"][:3]}, r"A must have shape \[channel=4, state\]"),
+    "B-length": (lambda kw: {"B": kw["B"][..., :5]}, r"B must have shape"),
+    "C-state": (lambda kw: {"C": kw["C"][:, :, :2]}, r"C must have shape"),
+    "groups-not-dividing": (lambda kw: {"B": torch.randn(2, 3, 3, 6), "C": torch.randn(2, 3, 3, 6)},
+                            r"groups dividing channel=4"),
+    "B-C-groups-differ": (lambda kw: {"C": torch.randn(2, 4, 3, 6, dtype=f64)},
+                          r"same number of groups"),
+    "D-shape": (lambda kw: {"D": torch.randn(3, dtype=f64)}, r"D must have shape \[channel\]"),
+    "R-shape": (lambda kw: {"R": torch.randn(4, 2, dtype=f64)}, r"R must have shape"),
+    "z-shape": (lambda kw: {"z": torch.randn(2, 4, 7, dtype=f64)}, r"z must have shape"),
+    "bias-shape": (lambda kw: {"delta_bias": torch.randn(4, 1, dtype=f64)}, r"delta_bias must"),
+    "initial-state": (lambda kw: {"initial_state": torch.randn(2, 4, 2, dtype=f64)},
+                      r"initial_state must have shape"),
+    "integer-u": (lambda kw: {"u": torch.ones(2, 4, 6, dtype=torch.int64)}, r"floating-point"),
+    "empty-length": (lambda kw: {"u": kw["u"][..., :0], "delta": kw["delta"][..., :0]},
+                     r"non-empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_1D))
+def test_bad_input_1d_raises(case):
+    change, message = BAD_1D[case]
+    args, rest = split(bad_case(change))
+    with pytest.raises(ValueError, match=message):
+        selective_scan_cpu(*args, **rest)
+
+
+def test_bad_input_2d_raises():
+    kw = make_inputs(0, batch=1, channels=4, state=2, grid=(3, 5), groups=2)
+    args, rest = split({k: v.detach() for k, v in kw.items()})
+    with pytest.raises(ValueError, match=r"B must have shape \[batch, state, height, width\]"):
+        selective_scan_2d_cpu(args[0], args[1], args[2], args[3][..., :4], args[4], **rest)
+    with pytest.raises(ValueError, match=r"groups dividing channel=4"):
+        selective_scan_2d_cpu(*args[:3], torch.randn(1, 3, 2, 3, 5, dtype=f64),
+                              torch.randn(1, 3, 2, 3, 5, dtype=f64), **rest)
+    with pytest.raises(ValueError, match=r"u must be a non-empty \[batch, channel, height"):
+        selective_scan_2d_cpu(args[0][..., 0], *args[1:], **rest)
+
+
+def test_softplus_sigmoid_helpers_match_torch():
+    # The scalar helpers the kernels inline, checked across the softplus threshold and for
+    # arguments large enough to overflow a naive 1 / (1 + e^{-x}).
+    xs = np.array([-800.0, -30.0, -1.0, 0.0, 0.5, 19.99, 20.0, 20.01, 40.0, 800.0])
+    t = torch.from_numpy(xs)
+    softplus = np.array([scan_cpu._softplus(x, 1.0) for x in xs])
+    sigmoid = np.array([scan_cpu._sigmoid(x, 1.0) for x in xs])
+    grad = np.array([scan_cpu._softplus_grad(x, 1.0) for x in xs])
+    np.testing.assert_allclose(softplus, F.softplus(t, threshold=20.0).numpy(), rtol=1e-15)
+    np.testing.assert_allclose(sigmoid, torch.sigmoid(t).numpy(), rtol=1e-15)
+    expected_grad = torch.where(t > 20.0, torch.ones_like(t), torch.sigmoid(t)).numpy()
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-15)
+    assert math.isfinite(scan_cpu._sigmoid(-1e4, 1.0))
+
+
+# ---------------------------------------------------------------------------------------
+# Memory: the backward recomputes the states instead of saving them.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("grid", [(50,), (5, 10)], ids=["1d", "2d"])
+def test_saved_tensors_are_input_sized(grid):
+    batch, channels, state = 2, 8, 16
+    kw = make_inputs(13, batch=batch, channels=channels, state=state, grid=grid)
+    args, rest = split(kw)
+    scan = selective_scan_cpu if len(grid) == 1 else selective_scan_2d_cpu
+    out = scan(*args, **rest)
+    saved = [t for t in out.grad_fn.saved_tensors if t is not None]
+    states_numel = batch * channels * state * math.prod(grid)
+    # Nothing shaped like h ([batch, channel, state, *space]); no more than the inputs in all.
+    assert max(t.numel() for t in saved) < states_numel
+    assert sum(t.numel() for t in saved) <= sum(t.numel() for t in kw.values())
