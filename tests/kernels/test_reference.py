@@ -168,3 +168,28 @@ def test_benchmark_loop_baselines_compute_the_same_scan(kind):
     extra = {k: kw[k] for k in ("D", "R", "z", "delta_bias")}
     torch.testing.assert_close(loop(*positional(kw), **extra), ref(*positional(kw), **extra),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["auto", "cpu", "triton"])
+def test_every_backend_matches_the_reference_through_the_dispatcher(backend):
+    kw = {k: v.float() for k, v in inputs_1d(7, channels=4, groups=2, length=11).items()}
+    init = torch.randn(2, 4, 4)
+    out, last = selective_scan(*positional(kw), **rest(kw), reverse=True, initial_state=init,
+                               return_last_state=True, backend=backend)
+    ref_out, ref_last = selective_scan_ref(*positional(kw), **rest(kw), reverse=True,
+                                           initial_state=init, return_last_state=True)
+    torch.testing.assert_close(out, ref_out, rtol=6e-4, atol=2e-3)
+    torch.testing.assert_close(last, ref_last, rtol=6e-4, atol=2e-3)
+    grid = {k: (v.reshape(*v.shape[:-1], 1, 11) if v.dim() >= 3 else v)
+            for k, v in kw.items()}
+    grid["B"], grid["C"] = (grid[n].reshape(2, 2, 4, 11, 1).transpose(-1, -2) for n in "BC")
+    torch.testing.assert_close(selective_scan_2d(*positional(grid), **rest(grid), backend=backend),
+                               selective_scan_2d_ref(*positional(grid), **rest(grid)),
+                               rtol=6e-4, atol=2e-3)
+
+
+def test_triton_backend_on_cpu_without_the_interpreter_says_what_to_do(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    kw = inputs_1d(8)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        selective_scan(*positional(kw), backend="triton")
