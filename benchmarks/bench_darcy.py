@@ -14,37 +14,16 @@ then the wall time of the full 1200-sample 85² benchmark through ``generate`` (
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import os
-import platform
-import time
+import sys
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse.linalg as sparse_linalg
 
-import ssmpde
-from ssmpde.solvers import Darcy, generate
-from ssmpde.solvers.darcy import reference_matrix
-
-RESULTS = Path(__file__).parent / "results"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def seconds(function):
-    start = time.perf_counter()
-    result = function()
-    return time.perf_counter() - start, result
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import RESULTS, header, seconds, write  # noqa: E402
+from ssmpde.solvers import Darcy, generate  # noqa: E402
+from ssmpde.solvers.darcy import reference_matrix  # noqa: E402
 
 
 def main(argv=None) -> dict:
@@ -53,11 +32,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--samples", type=int, default=16,
                         help="samples generated to estimate the 1200-sample wall time")
     parser.add_argument("--full", action="store_true", help="generate all 1200 samples")
+    parser.add_argument("--resolution", type=int, default=421,
+                        help="K of the per-sample timing (the generation is 421 -> 85 unless "
+                             "this is changed, then K -> K)")
     parser.add_argument("--out", type=Path, default=RESULTS / "darcy.json")
     args = parser.parse_args(argv)
 
-    k = 421
-    darcy = Darcy(resolution=85, simulation_resolution=k, threads=1)
+    k = args.resolution
+    darcy = Darcy(resolution=k, simulation_resolution=k, threads=1)
     a = darcy.coefficient(seed=0, indices=[0])
     rhs = np.ones((k - 2) ** 2)
 
@@ -84,18 +66,15 @@ def main(argv=None) -> dict:
     samples = 1200 if args.full else args.samples
     generation = {}
     for solver in ("direct", "pcg"):
+        grids = {} if k == 421 else {"resolution": k, "simulation_resolution": k}
         elapsed, _ = seconds(lambda: generate("darcy", num_samples=samples, seed=0,
                                               batch_size=8, progress=False,
-                                              linear_solver=solver))
+                                              linear_solver=solver, **grids))
         generation[solver] = {"samples": samples, "seconds": elapsed,
                               "seconds_for_1200": elapsed * 1200 / samples}
 
     result = {
-        "benchmark": "darcy_421",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "processor": cpu_model(),
-                    "cpus": os.cpu_count(), "python": platform.python_version()},
-        "versions": {"ssmpde": ssmpde.__version__, "numpy": np.__version__},
+        **header("darcy_421"),
         "seconds_per_sample": median,
         "all_times": times,
         "speedup_vs_baseline": {name: median["baseline"] / median[name]
@@ -103,10 +82,7 @@ def main(argv=None) -> dict:
         "max_difference_vs_baseline_relative": agreement,
         "generate_85_from_421": generation,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, args.out)
+    write(result, args.out)
 
     print(f"Darcy, K = {k} (one sample, assembly + solve; medians of {args.repeats} rounds)")
     print("| implementation | s / sample | speed-up | max diff vs baseline |")

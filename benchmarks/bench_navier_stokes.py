@@ -12,30 +12,16 @@ simulated time and scaled to T = 20).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import os
-import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-import ssmpde
-from ssmpde.solvers.navier_stokes import NavierStokes2D, forcing_field, reference_step
-from ssmpde.solvers.random_fields import PeriodicGRF, sample_rng
-
-RESULTS = Path(__file__).parent / "results"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import RESULTS, header, write  # noqa: E402
+from ssmpde.solvers.navier_stokes import NavierStokes2D, forcing_field, reference_step  # noqa: E402
+from ssmpde.solvers.random_fields import PeriodicGRF, sample_rng  # noqa: E402
 
 
 def seconds(function):
@@ -109,11 +95,7 @@ def main(argv=None) -> dict:
 
     per_sample = 20.0 / dt_step * t_ours / batch
     result = {
-        "benchmark": "navier_stokes_faithful_step",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "processor": cpu_model(),
-                    "cpus": os.cpu_count(), "python": platform.python_version()},
-        "versions": {"ssmpde": ssmpde.__version__, "numpy": np.__version__},
+        **header("navier_stokes_faithful_step"),
         "resolution": n, "batch": batch, "viscosity": nu, "time_step": dt_step,
         "max_abs_difference_relative": difference,
         "seconds_per_step": {"ssmpde": t_ours, "numpy_reference": t_numpy},
@@ -129,10 +111,7 @@ def main(argv=None) -> dict:
         "cfl_mode_relative_l2_vs_faithful_at_cfl_time": cfl_error,
         "cfl_time": args.cfl_time,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, args.out)
+    write(result, args.out)
 
     print(f"Navier-Stokes faithful step, {n}² x batch {batch}, ν = {nu:g}, Δt = {dt_step:g}")
     print(f"  agreement ours vs NumPy after {steps} steps: max |Δω| / max|ω0| = {difference:.1e}")

@@ -1,0 +1,23 @@
+"""The solver benchmark scripts run end to end at tiny sizes and write their JSON."""
+
+import json
+
+
+def test_navier_stokes_benchmark_runs(tmp_path):
+    from benchmarks import bench_navier_stokes
+
+    out = tmp_path / "ns.json"
+    result = bench_navier_stokes.main(["--resolution", "32", "--batch", "2", "--steps", "2",
+                                       "--repeats", "1", "--cfl-time", "0.05", "--out", str(out)])
+    assert json.loads(out.read_text())["speedup_vs_numpy"] == result["speedup_vs_numpy"] > 0
+    assert result["max_abs_difference_relative"] < 1e-12
+
+
+def test_darcy_benchmark_runs(tmp_path):
+    from benchmarks import bench_darcy
+
+    out = tmp_path / "darcy.json"
+    result = bench_darcy.main(["--resolution", "21", "--repeats", "1", "--samples", "2",
+                               "--out", str(out)])
+    assert json.loads(out.read_text())["seconds_per_sample"] == result["seconds_per_sample"]
+    assert max(result["max_difference_vs_baseline_relative"].values()) < 1e-10
