@@ -17,6 +17,11 @@ Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
 * Ā = exp(Δ A) is formed at each position from Δ ≥ 0 and A < 0, so it lies in (0, 1]; no
   cumulative product or cumulative sum is ever exponentiated, and the state h_{l-1} needed in
   the backward is read from the recomputed scratch, never recovered by dividing by Ā.
+* Speed: the loops over ``state`` are what LLVM vectorises, so they hold no libm call (Ā uses
+  :func:`_exp`, an inlined polynomial exp within 1 ulp of np.exp) and their sums may be
+  reassociated (``fastmath`` without nnan/ninf). The per-position softplus and sigmoids are
+  computed beforehand by torch (:func:`_steps`), vectorised, as O(batch · channel · length)
+  temporaries that are not saved.
 * Output and gradient buffers start as NaN (the trick of flash-linear-attention's tests), so an
   element a kernel forgets to write fails every comparison instead of passing as zero.
 
@@ -35,9 +40,13 @@ A. Gu and T. Dao, "Mamba: Linear-time sequence modeling with selective state spa
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 import torch
+from numba import types
+from numba.extending import intrinsic, overload
 
 __all__ = ["selective_scan_2d_cpu", "selective_scan_cpu"]
 
@@ -46,44 +55,111 @@ SOFTPLUS_THRESHOLD = 20.0
 
 
 # ---------------------------------------------------------------------------------------
-# Scalar helpers (inlined by LLVM). ``one`` carries the compute dtype: a bare ``1.0`` literal
-# is float64 in numba and would silently promote float32 arithmetic.
+# A vectorisable exp for the state loops. numba has no vector math library here (no SVML),
+# so np.exp is a scalar libm call that keeps every loop over ``state`` scalar; this one is
+# inlined arithmetic (Cody-Waite reduction, a Taylor polynomial, and 2^k built from its bits)
+# that LLVM vectorises. Error ≤ 1 ulp against np.exp (float32 and float64) on [LO, HI].
 # ---------------------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _softplus(x, one):  # pragma: no cover
-    """softplus(x) = log(1 + eˣ), and x above torch's threshold of 20 (as F.softplus)."""
-    if x > SOFTPLUS_THRESHOLD:
-        return x
-    return np.log1p(np.exp(x))
+@intrinsic
+def _bits_as_float(typingctx, bits):  # pragma: no cover
+    """Reinterpret an int32 / int64 as float32 / float64 (an LLVM bitcast, no conversion)."""
+    if bits == types.int32:
+        ret = types.float32
+    elif bits == types.int64:
+        ret = types.float64
+    else:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(ret))
+
+    return ret(bits), codegen
 
 
-@numba.njit(cache=True)
-def _sigmoid(x, one):  # pragma: no cover
-    """σ(x) without overflow: e^{-|x|} is the only exponential taken."""
-    if x >= 0:
-        return one / (one + np.exp(-x))
-    e = np.exp(x)
-    return e / (one + e)
+def _exp(x):  # pragma: no cover
+    """exp(x) for float32 / float64 scalars inside numba kernels (see :func:`_exp_overload`)."""
+    raise NotImplementedError("_exp is only callable from numba-compiled code")
 
 
-@numba.njit(cache=True)
-def _softplus_grad(x, one):  # pragma: no cover
-    """d softplus / dx = σ(x), exactly 1 above the threshold (where softplus is the identity)."""
-    if x > SOFTPLUS_THRESHOLD:
-        return one
-    return _sigmoid(x, one)
+def _exp_constants(dtype, degree, bias, low, ln2_hi, ln2_lo):
+    """Coefficients 2/i! (the factor 2 pays for the 2^(k-1) below), the range and ln 2 split.
+
+    ``ln2_hi`` has few enough significant bits that k · ln2_hi is exact for every k in range
+    (Cody and Waite); ``bias`` is the IEEE exponent bias. 2^(k-1) is built as a normal number
+    from its exponent bits, which needs k - 1 ≥ 1 - bias: below ``low`` (e^low ≈ 4 × the
+    smallest normal) the result is flushed to 0, an absolute error under 3e-38 (float32) or
+    6e-308 (float64); above log(max) it is +inf.
+    """
+    high = math.log(np.finfo(dtype).max)
+    coeffs = tuple(dtype(2.0 / math.factorial(i)) for i in range(degree + 1))
+    return (dtype(low), dtype(high), dtype(1.0 / math.log(2.0)), dtype(ln2_hi),
+            dtype(ln2_lo), coeffs, bias)
+
+
+# Taylor remainders on |f| ≤ ln2/2: 5e-9 (degree 7, float32), 5e-18 (degree 13, float64).
+_EXP32 = _exp_constants(np.float32, 7, 127, -86.5, 0.693145751953125,
+                        1.42860682030941723212e-6)
+_EXP64 = _exp_constants(np.float64, 13, 1023, -707.5, 6.93147180369123816490e-01,
+                        1.90821492927058770002e-10)
+
+
+#: Reassociation lets LLVM vectorise the sums over ``state`` (y, dΔ, du); no "nnan"/"ninf",
+#: so NaN and inf keep their IEEE meaning (the NaN-filled buffers rely on it).
+_STATE_LOOP_FASTMATH = {"reassoc", "contract", "nsz"}
+
+
+@overload(_exp, jit_options={"fastmath": {"contract"}})  # no reassoc: keeps the ln2 split
+def _exp_overload(x):  # pragma: no cover
+    """exp(x) = 2^(k-1) · 2 e^f with k = round(x / ln2), f = x − k ln2 ∈ [−ln2/2, ln2/2].
+
+    NaN propagates (through f), x > log(max) gives +inf, x < LOW gives 0.
+    """
+    if not isinstance(x, types.Float):
+        return None
+    if x.bitwidth == 32:
+        low, high, log2e, ln2_hi, ln2_lo, c, bias = _EXP32
+        c0, c1, c2, c3, c4, c5, c6, c7 = c
+        half, zero, inf = np.float32(0.5), np.float32(0.0), np.float32(np.inf)
+
+        def impl(x):
+            xc = low if x < low else (high if x > high else x)
+            k = np.floor(xc * log2e + half)
+            f = (xc - k * ln2_hi) - k * ln2_lo
+            r = ((((((c7 * f + c6) * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
+            r *= _bits_as_float(np.int32((np.int32(k) + np.int32(bias - 1)) << np.int32(23)))
+            r = zero if x < low else r
+            return inf if x > high else r
+
+        return impl
+    low, high, log2e, ln2_hi, ln2_lo, c, bias = _EXP64
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = c
+
+    def impl(x):
+        xc = low if x < low else (high if x > high else x)
+        k = np.floor(xc * log2e + 0.5)
+        f = (xc - k * ln2_hi) - k * ln2_lo
+        r = ((((((c13 * f + c12) * f + c11) * f + c10) * f + c9) * f + c8) * f + c7) * f + c6
+        r = (((((r * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
+        r *= _bits_as_float(np.int64((np.int64(k) + np.int64(bias - 1)) << np.int64(52)))
+        r = 0.0 if x < low else r
+        return np.inf if x > high else r
+
+    return impl
 
 
 # ---------------------------------------------------------------------------------------
 # 1D kernels.
 # ---------------------------------------------------------------------------------------
-@numba.njit(parallel=True, cache=True)
-def _scan_1d_forward(u, delta, A, Bt, Ct, D, R, z, delta_bias, h0, delta_softplus, has_z,
-                     reverse, channels_per_group, out, last_state):  # pragma: no cover
-    """Forward 1D scan, one (batch, channel) pair per task; B, C are ``[b, g, length, state]``."""
+@numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
+def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels_per_group,
+                     out, last_state):  # pragma: no cover
+    """Forward 1D scan, one (batch, channel) pair per task; B, C are ``[b, g, length, state]``.
+
+    ``dts`` is the step Δ and ``gate`` is silu(z), both ``[b, d, length]`` and computed by
+    :func:`_steps` with torch's vectorised softplus / sigmoid.
+    """
     batch, channels, length = u.shape
     state = A.shape[1]
-    one = u.dtype.type(1)
     for task in numba.prange(batch * channels):
         b = task // channels
         d = task % channels
@@ -91,32 +167,32 @@ def _scan_1d_forward(u, delta, A, Bt, Ct, D, R, z, delta_bias, h0, delta_softplu
         h = h0[b, d].copy()
         for p in range(length):
             l = length - 1 - p if reverse else p
-            x = delta[b, d, l] + delta_bias[d]
-            dt = _softplus(x, one) if delta_softplus else x
+            dt = dts[b, d, l]
             uu = u[b, d, l]
             dt_u = dt * uu
             y = D[d] * uu
             for n in range(state):
-                a = np.exp(dt * A[d, n])
+                a = _exp(dt * A[d, n])
                 bx = dt_u * Bt[b, g, l, n]
                 h[n] = a * h[n] + bx
                 y += Ct[b, g, l, n] * h[n] - R[d, n] * bx
             if has_z:
-                zz = z[b, d, l]
-                y *= zz * _sigmoid(zz, one)
+                y *= gate[b, d, l]
             out[b, d, l] = y
         for n in range(state):
             last_state[b, d, n] = h[n]
 
 
-@numba.njit(parallel=True, cache=True)
-def _scan_1d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, h0, dout, dlast,
+@numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
+def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
                       delta_softplus, has_z, reverse, channels_per_group, chunks,
                       du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part,
                       dC_part):  # pragma: no cover
     """Backward 1D scan; see :class:`_SelectiveScan1d` for the derivation.
 
-    One task per (batch, group, chunk of the group's channels): the task owns
+    ``dts`` is Δ, ``dsp`` = dΔ/dδ (the softplus derivative) and ``zsig`` = σ(z), all
+    ``[b, d, length]`` from :func:`_steps`. One task per (batch, group, chunk of the group's
+    channels): the task owns
     ``dB_part[b, g, k]`` and ``dC_part[b, g, k]`` (summed over k afterwards), and every
     per-(batch, channel) output of its channels, so no two threads write the same element.
     """
@@ -134,10 +210,12 @@ def _scan_1d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, h0, dout, dlast,
         stop = min(first + chunk, (g + 1) * channels_per_group)
         dB_part[b, g, k] = zero
         dC_part[b, g, k] = zero
-        # Per-thread scratch, O(state · length): the recomputed Ā and h of one channel.
+        # Per-thread scratch, O(state · length): the recomputed Ā and h of one channel (row
+        # p + 1 of hs is h after scan step p, row 0 the initial state) and the state adjoint.
         a_bar = np.empty((length, state), u.dtype)
-        hs = np.empty((length, state), u.dtype)
-        dts = np.empty(length, u.dtype)
+        hs = np.empty((length + 1, state), u.dtype)
+        dhs = np.empty((length, state), u.dtype)
+        dtp = np.empty(length, u.dtype)
         dys = np.empty(length, u.dtype)
         h = np.empty(state, u.dtype)
         dh = np.empty(state, u.dtype)
@@ -145,81 +223,109 @@ def _scan_1d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, h0, dout, dlast,
         dR_acc = np.empty(state, u.dtype)
         for d in range(first, stop):
             # Recompute the forward (scan order p), keeping Ā and h for the adjoint sweep.
-            for n in range(state):
-                h[n] = h0[b, d, n]
+            # The carried h lives in its own small array rather than being read back from the
+            # previous row of hs (in isolation that loop ran ~3x slower: LLVM cannot tell two
+            # rows of one array apart).
+            h[:] = h0[b, d]
+            hs[0] = h
             for p in range(length):
                 l = length - 1 - p if reverse else p
-                x = delta[b, d, l] + delta_bias[d]
-                dt = _softplus(x, one) if delta_softplus else x
-                dts[p] = dt
+                dt = dts[b, d, l]
+                dtp[p] = dt
                 uu = u[b, d, l]
                 dt_u = dt * uu
-                y = D[d] * uu
+                a_row = a_bar[p]
                 for n in range(state):
-                    a = np.exp(dt * A[d, n])
-                    a_bar[p, n] = a
-                    bx = dt_u * Bt[b, g, l, n]
-                    h[n] = a * h[n] + bx
-                    hs[p, n] = h[n]
-                    y += Ct[b, g, l, n] * h[n] - R[d, n] * bx
+                    a_row[n] = _exp(dt * A[d, n])
+                h_row = hs[p + 1]
+                b_row = Bt[b, g, l]
+                c_row = Ct[b, g, l]
+                y = zero
+                for n in range(state):
+                    bx = dt_u * b_row[n]
+                    hn = a_row[n] * h[n] + bx
+                    h[n] = hn
+                    h_row[n] = hn
+                    y += c_row[n] * hn - R[d, n] * bx
                 if has_z:
+                    y += D[d] * uu
                     zz = z[b, d, l]
-                    s = _sigmoid(zz, one)
+                    s = zsig[b, d, l]
                     dz[b, d, l] = dout[b, d, l] * y * s * (one + zz * (one - s))
                     dys[p] = dout[b, d, l] * zz * s
                 else:
                     dys[p] = dout[b, d, l]
-            # Adjoint sweep against scan order; dh carries Ā_{p+1} dh_{p+1} (dlast at the end).
+            # Adjoint sweep against scan order, the only sequential part: dhs[p] = C_p dy_p +
+            # Ā_{p+1} dhs[p+1], the carry dh starting from d last_state.
             for n in range(state):
                 dh[n] = dlast[b, d, n]
-                dA_acc[n] = zero
-                dR_acc[n] = zero
-            dD_acc = zero
             for p in range(length - 1, -1, -1):
                 l = length - 1 - p if reverse else p
-                h_prev = hs[p - 1] if p > 0 else h0[b, d]
                 dy = dys[p]
-                dt = dts[p]
+                a_row = a_bar[p]
+                c_row = Ct[b, g, l]
+                dh_row = dhs[p]
+                for n in range(state):
+                    dhn = dh[n] + c_row[n] * dy
+                    dh_row[n] = dhn
+                    dh[n] = a_row[n] * dhn
+            dh0[b, d] = dh
+            # Everything else is a per-position function of dhs, h, Ā: no carried state.
+            dA_acc[:] = zero
+            dR_acc[:] = zero
+            dD_acc = zero
+            for p in range(length):
+                l = length - 1 - p if reverse else p
+                dy = dys[p]
+                dt = dtp[p]
                 uu = u[b, d, l]
                 dt_u = dt * uu
                 dD_acc += dy * uu
-                du_acc = dy * D[d]
-                ddt = zero
+                a_row = a_bar[p]
+                h_prev = hs[p]
+                b_row = Bt[b, g, l]
+                dh_row = dhs[p]
+                # ∂L/∂(ΔA) through Ā = exp(ΔA): dĀ · Ā with dĀ = dh_l h_{l-1};
+                # dx̄ = dh − R dy enters dΔ through B u and du through Δ B.
+                da_sum = zero
+                dbx_b = zero
                 for n in range(state):
-                    bn = Bt[b, g, l, n]
-                    a = a_bar[p, n]
-                    dhn = dh[n] + Ct[b, g, l, n] * dy
-                    dbx = dhn - R[d, n] * dy
-                    # ∂L/∂(ΔA) through Ā = exp(ΔA): dĀ · Ā with dĀ = dh_l h_{l-1}.
-                    da = dhn * h_prev[n] * a
-                    ddt += da * A[d, n] + dbx * bn * uu
-                    dA_acc[n] += da * dt
-                    dR_acc[n] -= dy * dt_u * bn
-                    dB_part[b, g, k, l, n] += dbx * dt_u
-                    dC_part[b, g, k, l, n] += dy * hs[p, n]
-                    du_acc += dbx * dt * bn
-                    dh[n] = a * dhn
-                du[b, d, l] = du_acc
+                    da_sum += dh_row[n] * h_prev[n] * a_row[n] * A[d, n]
+                    dbx_b += (dh_row[n] - R[d, n] * dy) * b_row[n]
+                du[b, d, l] = dy * D[d] + dt * dbx_b
+                ddt = da_sum + uu * dbx_b
                 if delta_softplus:
-                    ddt *= _softplus_grad(delta[b, d, l] + delta_bias[d], one)
+                    ddt *= dsp[b, d, l]
                 ddelta[b, d, l] = ddt
-            for n in range(state):
-                dh0[b, d, n] = dh[n]
-                dA_part[b, d, n] = dA_acc[n]
-                dR_part[b, d, n] = dR_acc[n]
+                db_row = dB_part[b, g, k, l]
+                for n in range(state):
+                    db_row[n] += (dh_row[n] - R[d, n] * dy) * dt_u
+                dc_row = dC_part[b, g, k, l]
+                h_row = hs[p + 1]
+                for n in range(state):
+                    dc_row[n] += dy * h_row[n]
+                for n in range(state):
+                    dA_acc[n] += dh_row[n] * h_prev[n] * a_row[n] * dt
+                w = dy * dt_u
+                for n in range(state):
+                    dR_acc[n] -= w * b_row[n]
+            dA_part[b, d] = dA_acc
+            dR_part[b, d] = dR_acc
             dD_part[b, d] = dD_acc
 
 
 # ---------------------------------------------------------------------------------------
 # 2D kernels (grids row-major; B, C as [b, g, height, width, state]).
 # ---------------------------------------------------------------------------------------
-@numba.njit(parallel=True, cache=True)
-def _scan_2d_forward(u, delta, A, Bt, Ct, D, R, z, delta_bias, delta_softplus, has_z,
-                     channels_per_group, out):  # pragma: no cover
-    """Forward 2D scan in one row-major sweep: g runs along the row, h is carried per column."""
+@numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
+def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group,
+                     out):  # pragma: no cover
+    """Forward 2D scan in one row-major sweep: g runs along the row, h is carried per column.
+
+    ``dts`` (Δ) and ``gate`` (silu(z)) as in :func:`_scan_1d_forward`.
+    """
     batch, channels, height, width = u.shape
     state = A.shape[1]
-    one = u.dtype.type(1)
     zero = u.dtype.type(0)
     for task in numba.prange(batch * channels):
         b = task // channels
@@ -230,25 +336,23 @@ def _scan_2d_forward(u, delta, A, Bt, Ct, D, R, z, delta_bias, delta_softplus, h
         for i in range(height):
             g_row[:] = zero
             for j in range(width):
-                x = delta[b, d, i, j] + delta_bias[d]
-                dt = _softplus(x, one) if delta_softplus else x
+                dt = dts[b, d, i, j]
                 uu = u[b, d, i, j]
                 dt_u = dt * uu
                 y = D[d] * uu
                 for n in range(state):
-                    a = np.exp(dt * A[d, n])
+                    a = _exp(dt * A[d, n])
                     bx = dt_u * Bt[b, g, i, j, n]
                     g_row[n] = a * g_row[n] + bx
                     h_col[j, n] = a * h_col[j, n] + g_row[n]
                     y += Ct[b, g, i, j, n] * h_col[j, n] - R[d, n] * bx
                 if has_z:
-                    zz = z[b, d, i, j]
-                    y *= zz * _sigmoid(zz, one)
+                    y *= gate[b, d, i, j]
                 out[b, d, i, j] = y
 
 
-@numba.njit(parallel=True, cache=True)
-def _scan_2d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, dout, delta_softplus, has_z,
+@numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
+def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, dout, delta_softplus, has_z,
                       channels_per_group, chunks, du, ddelta, dz, dA_part, dR_part, dD_part,
                       dB_part, dC_part):  # pragma: no cover
     """Backward 2D scan; see :class:`_SelectiveScan2d`. Task ownership as in the 1D backward."""
@@ -270,7 +374,7 @@ def _scan_2d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, dout, delta_soft
         a_bar = np.empty((height, width, state), u.dtype)
         gs = np.empty((height, width, state), u.dtype)
         hs = np.empty((height, width, state), u.dtype)
-        dts = np.empty((height, width), u.dtype)
+        dtp = np.empty((height, width), u.dtype)
         dys = np.empty((height, width), u.dtype)
         g_row = np.empty(state, u.dtype)
         dg_row = np.empty(state, u.dtype)
@@ -281,14 +385,13 @@ def _scan_2d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, dout, delta_soft
             for i in range(height):
                 g_row[:] = zero
                 for j in range(width):
-                    x = delta[b, d, i, j] + delta_bias[d]
-                    dt = _softplus(x, one) if delta_softplus else x
-                    dts[i, j] = dt
+                    dt = dts[b, d, i, j]
+                    dtp[i, j] = dt
                     uu = u[b, d, i, j]
                     dt_u = dt * uu
                     y = D[d] * uu
                     for n in range(state):
-                        a = np.exp(dt * A[d, n])
+                        a = _exp(dt * A[d, n])
                         a_bar[i, j, n] = a
                         bx = dt_u * Bt[b, g, i, j, n]
                         g_row[n] = a * g_row[n] + bx
@@ -298,7 +401,7 @@ def _scan_2d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, dout, delta_soft
                         y += Ct[b, g, i, j, n] * hs[i, j, n] - R[d, n] * bx
                     if has_z:
                         zz = z[b, d, i, j]
-                        s = _sigmoid(zz, one)
+                        s = zsig[b, d, i, j]
                         dz[b, d, i, j] = dout[b, d, i, j] * y * s * (one + zz * (one - s))
                         dys[i, j] = dout[b, d, i, j] * zz * s
                     else:
@@ -313,7 +416,7 @@ def _scan_2d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, dout, delta_soft
                 dg_row[:] = zero
                 for j in range(width - 1, -1, -1):
                     dy = dys[i, j]
-                    dt = dts[i, j]
+                    dt = dtp[i, j]
                     uu = u[b, d, i, j]
                     dt_u = dt * uu
                     dD_acc += dy * uu
@@ -339,7 +442,7 @@ def _scan_2d_backward(u, delta, A, Bt, Ct, D, R, z, delta_bias, dout, delta_soft
                         dg_row[n] = a * dgn
                     du[b, d, i, j] = du_acc
                     if delta_softplus:
-                        ddt *= _softplus_grad(delta[b, d, i, j] + delta_bias[d], one)
+                        ddt *= dsp[b, d, i, j]
                     ddelta[b, d, i, j] = ddt
             for n in range(state):
                 dA_part[b, d, n] = dA_acc[n]
@@ -451,6 +554,28 @@ def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
     return dtype, tensors
 
 
+def _steps(delta, delta_bias, delta_softplus, z, spatial, backward=False):
+    """The per-position scalars, vectorised by torch rather than one libm call per position.
+
+    Returns numpy arrays shaped like ``delta``: Δ = softplus(δ + b) (or δ + b), and for the
+    forward the gate silu(z); for the backward σ(z) and dΔ/dδ (σ(δ + b), exactly 1 above the
+    threshold 20, where softplus is the identity). Absent ones are empty placeholders. These are
+    O(batch · channel · length) and never saved: the backward recomputes them from δ and z.
+    """
+    x = delta + delta_bias.view(-1, *(1,) * spatial)
+    empty = delta.new_empty((0,) * delta.dim())
+    dt = torch.nn.functional.softplus(x, threshold=SOFTPLUS_THRESHOLD) if delta_softplus else x
+    if not backward:
+        gate = torch.nn.functional.silu(z) if z.numel() else empty
+        return dt.numpy(), gate.numpy()
+    if delta_softplus:
+        dsp = torch.where(x > SOFTPLUS_THRESHOLD, torch.ones_like(x), torch.sigmoid(x))
+    else:
+        dsp = empty
+    zsig = torch.sigmoid(z) if z.numel() else empty
+    return dt.numpy(), dsp.numpy(), zsig.numpy()
+
+
 def _nan(shape, dtype):
     """A fresh buffer full of NaN: any element a kernel fails to write stays visible."""
     return np.full(shape, np.nan, dtype=dtype)
@@ -532,10 +657,11 @@ class _SelectiveScan1d(torch.autograd.Function):
         np_dtype = t["u"].numpy().dtype
         out = _nan((batch, channels, length), np_dtype)
         last = _nan((batch, channels, state), np_dtype)
-        _scan_1d_forward(t["u"].numpy(), t["delta"].numpy(), t["A"].numpy(), t["B"].numpy(),
-                         t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), t["z"].numpy(),
-                         t["delta_bias"].numpy(), h0.numpy(), bool(delta_softplus),
-                         z is not None, bool(reverse), channels // groups, out, last)
+        dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"], spatial=1)
+        _scan_1d_forward(t["u"].numpy(), dts, t["A"].numpy(), t["B"].numpy(), t["C"].numpy(),
+                         t["D"].numpy(), t["R"].numpy(), gate, h0.numpy(), z is not None,
+                         bool(reverse), channels // groups, out, last)
+        del dts, gate
         # A zero initial state is rebuilt in the backward rather than kept alive until then.
         ctx.save_for_backward(t["u"], t["delta"], t["A"], t["B"], t["C"], t["D"], t["R"],
                               t["z"], t["delta_bias"], h0 if initial_state is not None else None)
@@ -565,9 +691,9 @@ class _SelectiveScan1d(torch.autograd.Function):
         dD_part = _nan((batch, channels), np_dtype)
         dB_part = _nan((batch, groups, chunks, length, state), np_dtype)
         dC_part = _nan((batch, groups, chunks, length, state), np_dtype)
-        _scan_1d_backward(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(),
-                          D.numpy(), R.numpy(), z.numpy(), delta_bias.numpy(), h0.numpy(),
-                          dout, dlast, delta_softplus, has_z, reverse, cpg, chunks,
+        dts, dsp, zsig = _steps(delta, delta_bias, delta_softplus, z, spatial=1, backward=True)
+        _scan_1d_backward(u.numpy(), dts, dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
+                          R.numpy(), z.numpy(), zsig, h0.numpy(), dout, dlast, delta_softplus, has_z, reverse, cpg, chunks,
                           du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part, dC_part)
         o_u, o_delta, o_A, o_B, o_C, o_D, o_R, o_z, o_bias, o_h0 = ctx.meta
         need = ctx.needs_input_grad
@@ -614,10 +740,11 @@ class _SelectiveScan2d(torch.autograd.Function):
         groups = 1 if B.dim() == 4 else B.shape[1]
         dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
         out = _nan((batch, channels, height, width), t["u"].numpy().dtype)
-        _scan_2d_forward(t["u"].numpy(), t["delta"].numpy(), t["A"].numpy(), t["B"].numpy(),
-                         t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), t["z"].numpy(),
-                         t["delta_bias"].numpy(), bool(delta_softplus), z is not None,
+        dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"], spatial=2)
+        _scan_2d_forward(t["u"].numpy(), dts, t["A"].numpy(), t["B"].numpy(), t["C"].numpy(),
+                         t["D"].numpy(), t["R"].numpy(), gate, z is not None,
                          channels // groups, out)
+        del dts, gate
         ctx.save_for_backward(t["u"], t["delta"], t["A"], t["B"], t["C"], t["D"], t["R"],
                               t["z"], t["delta_bias"])
         ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias)
@@ -643,9 +770,9 @@ class _SelectiveScan2d(torch.autograd.Function):
         dD_part = _nan((batch, channels), np_dtype)
         dB_part = _nan((batch, groups, chunks, height, width, state), np_dtype)
         dC_part = _nan((batch, groups, chunks, height, width, state), np_dtype)
-        _scan_2d_backward(u.numpy(), delta.numpy(), A.numpy(), Bt.numpy(), Ct.numpy(),
-                          D.numpy(), R.numpy(), z.numpy(), delta_bias.numpy(), dout,
-                          delta_softplus, has_z, cpg, chunks, du, ddelta, dz, dA_part,
+        dts, dsp, zsig = _steps(delta, delta_bias, delta_softplus, z, spatial=2, backward=True)
+        _scan_2d_backward(u.numpy(), dts, dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
+                          R.numpy(), z.numpy(), zsig, dout, delta_softplus, has_z, cpg, chunks, du, ddelta, dz, dA_part,
                           dR_part, dD_part, dB_part, dC_part)
         o_u, o_delta, o_A, o_B, o_C, o_D, o_R, o_z, o_bias = ctx.meta
         need = ctx.needs_input_grad
