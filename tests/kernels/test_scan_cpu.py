@@ -412,3 +412,27 @@ def test_saved_tensors_are_input_sized(grid):
     # Nothing shaped like h ([batch, channel, state, *space]); no more than the inputs in all.
     assert max(t.numel() for t in saved) < states_numel
     assert sum(t.numel() for t in saved) <= sum(t.numel() for t in kw.values())
+
+
+@pytest.mark.slow
+def test_85x85_grid_matches_the_reference_values_and_gradients():
+    # Darcy's stored grid: the CPU 2D scan against the float64 loop reference.
+    g = torch.Generator().manual_seed(85)
+    shape = (1, 2, 85, 85)
+    args = [torch.randn(*shape, generator=g, dtype=torch.float64),
+            torch.randn(*shape, generator=g, dtype=torch.float64),
+            -torch.exp(torch.randn(2, 3, generator=g, dtype=torch.float64)),
+            torch.randn(1, 3, 85, 85, generator=g, dtype=torch.float64),
+            torch.randn(1, 3, 85, 85, generator=g, dtype=torch.float64)]
+    extra = dict(D=torch.randn(2, generator=g, dtype=torch.float64),
+                 R=torch.randn(2, 3, generator=g, dtype=torch.float64),
+                 z=torch.randn(*shape, generator=g, dtype=torch.float64),
+                 delta_bias=torch.randn(2, generator=g, dtype=torch.float64))
+    leaves = [t.requires_grad_() for t in (*args, *extra.values())]
+    fast = selective_scan_2d_cpu(*args, **extra)
+    fast_grads = torch.autograd.grad((fast * fast.detach().cos()).sum(), leaves)
+    ref = selective_scan_2d_ref(*args, **extra)
+    ref_grads = torch.autograd.grad((ref * ref.detach().cos()).sum(), leaves)
+    torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
+    for mine, theirs in zip(fast_grads, ref_grads):
+        torch.testing.assert_close(mine, theirs, rtol=1e-9, atol=1e-9)
