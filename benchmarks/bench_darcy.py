@@ -65,11 +65,11 @@ def main(argv=None) -> dict:
 
     samples = 1200 if args.full else args.samples
     generation = {}
+    grids = {} if k == 421 else {"resolution": k, "simulation_resolution": k}
     for solver in ("direct", "pcg"):
-        grids = {} if k == 421 else {"resolution": k, "simulation_resolution": k}
-        elapsed, _ = seconds(lambda: generate("darcy", num_samples=samples, seed=0,
-                                              batch_size=8, progress=False,
-                                              linear_solver=solver, **grids))
+        elapsed, _ = seconds(lambda solver=solver: generate(
+            "darcy", num_samples=samples, seed=0, batch_size=8, progress=False,
+            linear_solver=solver, **grids))
         generation[solver] = {"samples": samples, "seconds": elapsed,
                               "seconds_for_1200": elapsed * 1200 / samples}
 

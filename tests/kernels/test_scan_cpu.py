@@ -7,10 +7,8 @@ state, and a 4096-step sequence on which a cumulative-product formulation breaks
 
 import math
 
-import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
