@@ -162,3 +162,20 @@ def test_bad_arguments_fail_before_any_file_is_written(tmp_path):
     with pytest.raises(FileExistsError, match="overwrite"):
         generate("navier-stokes", num_samples=1, out=tmp_path / "ns.nc", progress=False, **SMALL)
     assert (tmp_path / "ns.nc").read_text() == "existing"
+
+
+@pytest.mark.parametrize("forcing", ["torus-vis", "torus-vis-force"])
+def test_stored_parameters_replay_the_trajectory_through_step(forcing):
+    # What coupling relies on: frame k, its time and the stored per-sample parameters make
+    # the solver's step() give frame k + 1 (to round-off: the state is re-transformed).
+    config = dict(resolution=16, simulation_resolution=16, viscosity=(1e-3, 2e-3),
+                  forcing=forcing, final_time=0.5, record_interval=0.25, time_step=5e-3)
+    ds = generate("navier-stokes", num_samples=2, seed=1, progress=False, **config)
+    solver = NavierStokes2D(**config)
+    parameters = {"viscosity": ds.viscosity.values,
+                  "forcing_amplitude": ds.forcing_amplitude.values}
+    for k in range(2):
+        history = ds.vorticity.values[:, k:k + 1, None]
+        frame = solver.step(history, time=float(ds.time[k]), parameters=parameters)
+        np.testing.assert_allclose(frame[:, 0], ds.vorticity.values[:, k + 1], rtol=0,
+                                   atol=1e-12 * float(np.abs(ds.vorticity).max()))
