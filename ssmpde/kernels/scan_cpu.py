@@ -184,6 +184,18 @@ def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels
             last_state[b, d, n] = h[n]
 
 
+@numba.njit(cache=True)
+def _backward_task(task, groups, chunks, channels_per_group):  # pragma: no cover
+    """What backward task ``task`` owns: batch b, group g, channel chunk k, channels
+    ``first:stop`` (the chunks split the group's channels as evenly as possible)."""
+    chunk = (channels_per_group + chunks - 1) // chunks
+    b = task // (groups * chunks)
+    g = (task // chunks) % groups
+    k = task % chunks
+    first = g * channels_per_group + k * chunk
+    return b, g, k, first, min(first + chunk, (g + 1) * channels_per_group)
+
+
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
 def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
                       delta_softplus, has_z, reverse, channels_per_group, chunks,
@@ -202,13 +214,8 @@ def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
     state = A.shape[1]
     one = u.dtype.type(1)
     zero = u.dtype.type(0)
-    chunk = (channels_per_group + chunks - 1) // chunks
     for task in numba.prange(batch * groups * chunks):
-        b = task // (groups * chunks)
-        g = (task // chunks) % groups
-        k = task % chunks
-        first = g * channels_per_group + k * chunk
-        stop = min(first + chunk, (g + 1) * channels_per_group)
+        b, g, k, first, stop = _backward_task(task, groups, chunks, channels_per_group)
         dB_part[b, g, k] = zero
         dC_part[b, g, k] = zero
         # Per-thread scratch, O(state · length): the recomputed Ā and h of one channel (row
@@ -362,13 +369,8 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, dout, delta_softplu
     state = A.shape[1]
     one = u.dtype.type(1)
     zero = u.dtype.type(0)
-    chunk = (channels_per_group + chunks - 1) // chunks
     for task in numba.prange(batch * groups * chunks):
-        b = task // (groups * chunks)
-        g = (task // chunks) % groups
-        k = task % chunks
-        first = g * channels_per_group + k * chunk
-        stop = min(first + chunk, (g + 1) * channels_per_group)
+        b, g, k, first, stop = _backward_task(task, groups, chunks, channels_per_group)
         dB_part[b, g, k] = zero
         dC_part[b, g, k] = zero
         # Per-thread scratch, O(state · height · width): Ā, g and h of one channel.
@@ -620,6 +622,26 @@ def _out(grad, meta, needed):
     return grad.to(meta[0]) if needed and meta is not None else None
 
 
+def _input_grads(meta, need, spatial, du, ddelta, dz, dA_part, dR_part, dD_part, dB_part,
+                 dC_part):
+    """Gradients of (u, delta, A, B, C, D, R, z, delta_bias) from the backward kernels' outputs:
+    per-batch partials summed over batch, B/C partials over channel chunks, d delta_bias =
+    Σ d delta over batch and space; each cast back to its input's dtype (None if not needed)."""
+    ddelta_t = torch.from_numpy(ddelta)
+    space = tuple(range(2, 2 + spatial))
+    return (
+        _out(torch.from_numpy(du), meta[0], need[0]),
+        _out(ddelta_t, meta[1], need[1]),
+        _out(torch.from_numpy(dA_part.sum(axis=0)), meta[2], need[2]),
+        _grad_bc(dB_part, meta[3], spatial, need[3]),
+        _grad_bc(dC_part, meta[4], spatial, need[4]),
+        _out(torch.from_numpy(dD_part.sum(axis=0)), meta[5], need[5]),
+        _out(torch.from_numpy(dR_part.sum(axis=0)), meta[6], need[6]),
+        _out(torch.from_numpy(dz), meta[7], need[7]),
+        _out(ddelta_t.sum(dim=(0, *space)), meta[8], need[8]),
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # Autograd functions.
 # ---------------------------------------------------------------------------------------
@@ -694,22 +716,14 @@ class _SelectiveScan1d(torch.autograd.Function):
         dC_part = _nan((batch, groups, chunks, length, state), np_dtype)
         dts, dsp, zsig = _steps(delta, delta_bias, delta_softplus, z, spatial=1, backward=True)
         _scan_1d_backward(u.numpy(), dts, dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
-                          R.numpy(), z.numpy(), zsig, h0.numpy(), dout, dlast, delta_softplus, has_z, reverse, cpg, chunks,
-                          du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part, dC_part)
-        o_u, o_delta, o_A, o_B, o_C, o_D, o_R, o_z, o_bias, o_h0 = ctx.meta
+                          R.numpy(), z.numpy(), zsig, h0.numpy(), dout, dlast, delta_softplus,
+                          has_z, reverse, cpg, chunks, du, ddelta, dz, dh0, dA_part, dR_part,
+                          dD_part, dB_part, dC_part)
         need = ctx.needs_input_grad
-        ddelta_t = torch.from_numpy(ddelta)
         return (
-            _out(torch.from_numpy(du), o_u, need[0]),
-            _out(ddelta_t, o_delta, need[1]),
-            _out(torch.from_numpy(dA_part.sum(axis=0)), o_A, need[2]),
-            _grad_bc(dB_part, o_B, 1, need[3]),
-            _grad_bc(dC_part, o_C, 1, need[4]),
-            _out(torch.from_numpy(dD_part.sum(axis=0)), o_D, need[5]),
-            _out(torch.from_numpy(dR_part.sum(axis=0)), o_R, need[6]),
-            _out(torch.from_numpy(dz), o_z, need[7]),
-            _out(ddelta_t.sum(dim=(0, 2)), o_bias, need[8]),
-            _out(torch.from_numpy(dh0), o_h0, need[9]),
+            *_input_grads(ctx.meta, need, 1, du, ddelta, dz, dA_part, dR_part, dD_part,
+                          dB_part, dC_part),
+            _out(torch.from_numpy(dh0), ctx.meta[9], need[9]),
             None,
             None,
         )
@@ -773,21 +787,11 @@ class _SelectiveScan2d(torch.autograd.Function):
         dC_part = _nan((batch, groups, chunks, height, width, state), np_dtype)
         dts, dsp, zsig = _steps(delta, delta_bias, delta_softplus, z, spatial=2, backward=True)
         _scan_2d_backward(u.numpy(), dts, dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
-                          R.numpy(), z.numpy(), zsig, dout, delta_softplus, has_z, cpg, chunks, du, ddelta, dz, dA_part,
-                          dR_part, dD_part, dB_part, dC_part)
-        o_u, o_delta, o_A, o_B, o_C, o_D, o_R, o_z, o_bias = ctx.meta
-        need = ctx.needs_input_grad
-        ddelta_t = torch.from_numpy(ddelta)
+                          R.numpy(), z.numpy(), zsig, dout, delta_softplus, has_z, cpg, chunks,
+                          du, ddelta, dz, dA_part, dR_part, dD_part, dB_part, dC_part)
         return (
-            _out(torch.from_numpy(du), o_u, need[0]),
-            _out(ddelta_t, o_delta, need[1]),
-            _out(torch.from_numpy(dA_part.sum(axis=0)), o_A, need[2]),
-            _grad_bc(dB_part, o_B, 2, need[3]),
-            _grad_bc(dC_part, o_C, 2, need[4]),
-            _out(torch.from_numpy(dD_part.sum(axis=0)), o_D, need[5]),
-            _out(torch.from_numpy(dR_part.sum(axis=0)), o_R, need[6]),
-            _out(torch.from_numpy(dz), o_z, need[7]),
-            _out(ddelta_t.sum(dim=(0, 2, 3)), o_bias, need[8]),
+            *_input_grads(ctx.meta, ctx.needs_input_grad, 2, du, ddelta, dz, dA_part,
+                          dR_part, dD_part, dB_part, dC_part),
             None,
         )
 

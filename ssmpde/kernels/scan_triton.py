@@ -117,6 +117,30 @@ def _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.c
 
 
 @triton.jit
+def _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n, mask_d, mask_dn,
+                             state, HAS_R: tl.constexpr, HAS_D: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, DTYPE: tl.constexpr):
+    """A, R ``[BLOCK_D, BLOCK_N]`` and D, delta_bias ``[BLOCK_D]`` of a block of channels.
+
+    Absent ones come back as zeros (the kernels only read R and D under HAS_R / HAS_D; a zero
+    bias is the right value when there is none).
+    """
+    dn = offs_d[:, None] * state + offs_n[None, :]
+    A = tl.load(A_ptr + dn, mask=mask_dn, other=0.0).to(DTYPE)
+    R = A * 0
+    if HAS_R:
+        R = tl.load(R_ptr + dn, mask=mask_dn, other=0.0).to(DTYPE)
+    zeros = (offs_d * 0).to(DTYPE)
+    Dv = zeros
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    bias = zeros
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    return A, R, Dv, bias
+
+
+@triton.jit
 def _scan_fwd_kernel(
     u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, h0_ptr,
     out_ptr, states_ptr,
@@ -143,16 +167,9 @@ def _scan_fwd_kernel(
     group = (pid_d * BLOCK_D) // channels_per_group
 
     # Padded lanes read A = 0, so Ā = exp(0) = 1 there: they stay at their (zero) start.
-    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                other=0.0).to(DTYPE)
-    if HAS_R:
-        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                    other=0.0).to(DTYPE)
-    if HAS_D:
-        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
-    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
+                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
+                                              DTYPE)
     dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
     h = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
     if HAS_H0:
@@ -229,16 +246,9 @@ def _scan_bwd_kernel(
     mask_dn = mask_d[:, None] & mask_n[None, :]
     group = (pid_d * BLOCK_D) // channels_per_group
 
-    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                other=0.0).to(DTYPE)
-    if HAS_R:
-        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                    other=0.0).to(DTYPE)
-    if HAS_D:
-        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
-    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
+                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
+                                              DTYPE)
     dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
     # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
     # comparisons with them are tensors (masks) in both modes.
@@ -379,16 +389,9 @@ def _scan_2d_fwd_kernel(
     # comparisons with them are tensors (masks) in both modes.
     zero_w = offs_w * 0
 
-    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                other=0.0).to(DTYPE)
-    if HAS_R:
-        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                    other=0.0).to(DTYPE)
-    if HAS_D:
-        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
-    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
+                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
+                                              DTYPE)
 
     plane = height * width
     mask = mask_d[:, None] & mask_w[None, :]
@@ -462,16 +465,9 @@ def _scan_2d_bwd_kernel(
     # comparisons with them are tensors (masks) in both modes.
     zero_w = offs_w * 0
 
-    A = tl.load(A_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                other=0.0).to(DTYPE)
-    if HAS_R:
-        R = tl.load(R_ptr + offs_d[:, None] * state + offs_n[None, :], mask=mask_dn,
-                    other=0.0).to(DTYPE)
-    if HAS_D:
-        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
-    bias = tl.zeros([BLOCK_D], dtype=DTYPE)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(DTYPE)
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
+                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
+                                              DTYPE)
 
     plane = height * width
     mask_nw = mask_n[:, None] & mask_w[None, :]
