@@ -149,308 +149,466 @@ def _exp_overload(x):  # pragma: no cover
 
 
 # ---------------------------------------------------------------------------------------
-# 1D kernels.
+# Kernels. Every per-position array is channel-last ([b, length, d] or [b, H, W, d]) and
+# each task owns one block of ``width`` channels of one (batch, group): the innermost loops
+# run over those channels, contiguous in memory and independent, so LLVM vectorises them at
+# full width whatever the state size (B_l and C_l are scalars broadcast across the block).
 # ---------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _block(task, groups, blocks, channels_per_group, width):  # pragma: no cover
+    """What task ``task`` owns: batch b, group g, block k, channels ``first:stop``."""
+    b = task // (groups * blocks)
+    g = (task // blocks) % groups
+    k = task % blocks
+    first = g * channels_per_group + k * width
+    return b, g, k, first, min(first + width, (g + 1) * channels_per_group)
+
+
+@numba.njit(cache=True, fastmath=_STATE_LOOP_FASTMATH)
+def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
+                      dtu, y):  # pragma: no cover
+    """One scan step for a channel block: h_next = Ā h_prev + Δ B u (Ā kept in ``a_out`` if
+    it has rows), and y = Σ_n (C h_next − R Δ B u) accumulated into ``y`` (zeroed here).
+    ``h_prev`` and ``h_next`` must be different arrays (see :func:`_scan_1d_forward`)."""
+    state = A.shape[0]
+    width = stop - first
+    u_row = u[b, l, first:stop]
+    dt_row = dts[b, l, first:stop]
+    keep_a = a_out.shape[0] > 0
+    for c in range(width):
+        dtu[c] = dt_row[c] * u_row[c]
+        y[c] = 0
+    for n in range(state):
+        bn = Bt[b, g, l, n]
+        cn = Ct[b, g, l, n]
+        a_row = A[n, first:stop]
+        r_row = R[n, first:stop]
+        hp = h_prev[n]
+        hn = h_next[n]
+        if keep_a:
+            a_keep = a_out[n]
+            for c in range(width):
+                a = _exp(dt_row[c] * a_row[c])
+                a_keep[c] = a
+                bx = dtu[c] * bn
+                hv = a * hp[c] + bx
+                hn[c] = hv
+                y[c] += cn * hv - r_row[c] * bx
+        else:
+            for c in range(width):
+                a = _exp(dt_row[c] * a_row[c])
+                bx = dtu[c] * bn
+                hv = a * hp[c] + bx
+                hn[c] = hv
+                y[c] += cn * hv - r_row[c] * bx
+
+
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
 def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels_per_group,
-                     out, last_state):  # pragma: no cover
-    """Forward 1D scan, one (batch, channel) pair per task; B, C are ``[b, g, length, state]``.
-
-    ``dts`` is the step Δ and ``gate`` is silu(z), both ``[b, d, length]`` and computed by
-    :func:`_steps` with torch's vectorised softplus / sigmoid.
-    """
-    batch, channels, length = u.shape
-    state = A.shape[1]
-    for task in numba.prange(batch * channels):
-        b = task // channels
-        d = task % channels
-        g = d // channels_per_group
-        h = h0[b, d].copy()
+                     width, out, last_state):  # pragma: no cover
+    """Forward 1D scan. ``u, dts, gate, out: [b, length, d]`` (Δ and silu(z) from
+    :func:`_steps`), ``A, R: [state, d]``, ``Bt, Ct: [b, g, length, state]``,
+    ``h0, last_state: [b, d, state]``."""
+    batch, length, channels = u.shape
+    groups = Bt.shape[1]
+    state = A.shape[0]
+    blocks = -(-channels_per_group // width)
+    no_a = np.empty((0, 0), u.dtype)
+    for task in numba.prange(batch * groups * blocks):
+        b, g, _, first, stop = _block(task, groups, blocks, channels_per_group, width)
+        w = stop - first
+        # Two state buffers used in turn: reading and writing one array in the same loop
+        # would fail LLVM's runtime overlap check and run the scalar fallback.
+        h = np.empty((state, w), u.dtype)
+        h_next = np.empty((state, w), u.dtype)
+        for n in range(state):
+            for c in range(w):
+                h[n, c] = h0[b, first + c, n]
+        dtu = np.empty(w, u.dtype)
+        y = np.empty(w, u.dtype)
+        d_row = D[first:stop]
         for p in range(length):
             l = length - 1 - p if reverse else p
-            dt = dts[b, d, l]
-            uu = u[b, d, l]
-            dt_u = dt * uu
-            y = D[d] * uu
-            for n in range(state):
-                a = _exp(dt * A[d, n])
-                bx = dt_u * Bt[b, g, l, n]
-                h[n] = a * h[n] + bx
-                y += Ct[b, g, l, n] * h[n] - R[d, n] * bx
+            _scan_1d_position(l, h, h_next, no_a, u, dts, A, Bt, Ct, R, b, g, first, stop, dtu,
+                              y)
+            h, h_next = h_next, h
+            u_row = u[b, l, first:stop]
+            o_row = out[b, l, first:stop]
             if has_z:
-                y *= gate[b, d, l]
-            out[b, d, l] = y
+                gate_row = gate[b, l, first:stop]
+                for c in range(w):
+                    o_row[c] = (y[c] + d_row[c] * u_row[c]) * gate_row[c]
+            else:
+                for c in range(w):
+                    o_row[c] = y[c] + d_row[c] * u_row[c]
         for n in range(state):
-            last_state[b, d, n] = h[n]
-
-
-@numba.njit(cache=True)
-def _backward_task(task, groups, chunks, channels_per_group):  # pragma: no cover
-    """What backward task ``task`` owns: batch b, group g, channel chunk k, channels
-    ``first:stop`` (the chunks split the group's channels as evenly as possible)."""
-    chunk = (channels_per_group + chunks - 1) // chunks
-    b = task // (groups * chunks)
-    g = (task // chunks) % groups
-    k = task % chunks
-    first = g * channels_per_group + k * chunk
-    return b, g, k, first, min(first + chunk, (g + 1) * channels_per_group)
+            for c in range(w):
+                last_state[b, first + c, n] = h[n, c]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
 def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
-                      delta_softplus, has_z, reverse, channels_per_group, chunks,
+                      delta_softplus, has_z, reverse, channels_per_group, width, chunk,
                       du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part,
                       dC_part):  # pragma: no cover
-    """Backward 1D scan; see :class:`_SelectiveScan1d` for the derivation.
+    """Backward 1D scan; derivation in :class:`_SelectiveScan1d`. Layouts as in
+    :func:`_scan_1d_forward`; ``dsp`` = dΔ/dδ and ``zsig`` = σ(z) from :func:`_steps`.
 
-    ``dts`` is Δ, ``dsp`` = dΔ/dδ (the softplus derivative) and ``zsig`` = σ(z), all
-    ``[b, d, length]`` from :func:`_steps`. One task per (batch, group, chunk of the group's
-    channels): the task owns
-    ``dB_part[b, g, k]`` and ``dC_part[b, g, k]`` (summed over k afterwards), and every
-    per-(batch, channel) output of its channels, so no two threads write the same element.
+    Per task (one channel block): a forward sweep that keeps only the state at every
+    ``chunk``-th position (checkpoints) and dy; then, chunk by chunk from the end, the
+    chunk's states and Ā recomputed from its checkpoint into a scratch of
+    ``(2 chunk + 1) · state · width`` that stays in cache, and the adjoint swept back over it
+    with everything else (dΔ, du, dA, dR, dB, dC, dD) fused into the same sweep. The task owns
+    ``dB_part[b, g, k]``, ``dC_part[b, g, k]`` (summed over blocks k afterwards) and every
+    per-channel output of its block, so no two threads write the same element.
     """
-    batch, channels, length = u.shape
+    batch, length, channels = u.shape
     groups = Bt.shape[1]
-    state = A.shape[1]
+    state = A.shape[0]
+    blocks = -(-channels_per_group // width)
+    checkpoints = -(-length // chunk)
     one = u.dtype.type(1)
     zero = u.dtype.type(0)
-    for task in numba.prange(batch * groups * chunks):
-        b, g, k, first, stop = _backward_task(task, groups, chunks, channels_per_group)
-        dB_part[b, g, k] = zero
-        dC_part[b, g, k] = zero
-        # Per-thread scratch, O(state · length): the recomputed Ā and h of one channel (row
-        # p + 1 of hs is h after scan step p, row 0 the initial state) and the state adjoint.
-        a_bar = np.empty((length, state), u.dtype)
-        hs = np.empty((length + 1, state), u.dtype)
-        dhs = np.empty((length, state), u.dtype)
-        dtp = np.empty(length, u.dtype)
-        dys = np.empty(length, u.dtype)
-        h = np.empty(state, u.dtype)
-        dh = np.empty(state, u.dtype)
-        dA_acc = np.empty(state, u.dtype)
-        dR_acc = np.empty(state, u.dtype)
-        for d in range(first, stop):
-            # Recompute the forward (scan order p), keeping Ā and h for the adjoint sweep.
-            # The carried h lives in its own small array rather than being read back from the
-            # previous row of hs (in isolation that loop ran ~3x slower: LLVM cannot tell two
-            # rows of one array apart).
-            h[:] = h0[b, d]
-            hs[0] = h
-            for p in range(length):
+    no_a = np.empty((0, 0), u.dtype)
+    for task in numba.prange(batch * groups * blocks):
+        b, g, k, first, stop = _block(task, groups, blocks, channels_per_group, width)
+        w = stop - first
+        saved = np.empty((checkpoints, state, w), u.dtype)
+        hs = np.empty((chunk + 1, state, w), u.dtype)
+        a_bar = np.empty((chunk, state, w), u.dtype)
+        dys = np.empty((length, w), u.dtype)
+        h = np.empty((state, w), u.dtype)
+        h_next = np.empty((state, w), u.dtype)
+        dtu = np.empty(w, u.dtype)
+        y = np.empty(w, u.dtype)
+        d_row = D[first:stop]
+        for n in range(state):
+            for c in range(w):
+                h[n, c] = h0[b, first + c, n]
+        # Forward: checkpoints, dy = dout · silu(z) and dz = dout · y · silu'(z).
+        for p in range(length):
+            l = length - 1 - p if reverse else p
+            if p % chunk == 0:
+                saved[p // chunk] = h
+            _scan_1d_position(l, h, h_next, no_a, u, dts, A, Bt, Ct, R, b, g, first, stop, dtu,
+                              y)
+            h, h_next = h_next, h
+            do_row = dout[b, l, first:stop]
+            dy_row = dys[p]
+            if has_z:
+                u_row = u[b, l, first:stop]
+                z_row = z[b, l, first:stop]
+                s_row = zsig[b, l, first:stop]
+                dz_row = dz[b, l, first:stop]
+                for c in range(w):
+                    s = s_row[c]
+                    dz_row[c] = do_row[c] * (y[c] + d_row[c] * u_row[c]) * s * (
+                        one + z_row[c] * (one - s))
+                    dy_row[c] = do_row[c] * z_row[c] * s
+            else:
+                for c in range(w):
+                    dy_row[c] = do_row[c]
+        # Adjoint, chunk by chunk from the end; dh carries Ā_{p+1} dh_{p+1}.
+        dh = np.empty((state, w), u.dtype)
+        for n in range(state):
+            for c in range(w):
+                dh[n, c] = dlast[b, first + c, n]
+        dA_acc = np.zeros((state, w), u.dtype)
+        dR_acc = np.zeros((state, w), u.dtype)
+        dD_acc = np.zeros(w, u.dtype)
+        da_sum = np.empty(w, u.dtype)
+        dbx_b = np.empty(w, u.dtype)
+        dB_own = dB_part[b, g, k]
+        dC_own = dC_part[b, g, k]
+        for j in range(checkpoints - 1, -1, -1):
+            p0 = j * chunk
+            p1 = min(p0 + chunk, length)
+            hs[0] = saved[j]
+            for p in range(p0, p1):
                 l = length - 1 - p if reverse else p
-                dt = dts[b, d, l]
-                dtp[p] = dt
-                uu = u[b, d, l]
-                dt_u = dt * uu
-                a_row = a_bar[p]
-                for n in range(state):
-                    a_row[n] = _exp(dt * A[d, n])
-                h_row = hs[p + 1]
-                b_row = Bt[b, g, l]
-                c_row = Ct[b, g, l]
-                y = zero
-                for n in range(state):
-                    bx = dt_u * b_row[n]
-                    hn = a_row[n] * h[n] + bx
-                    h[n] = hn
-                    h_row[n] = hn
-                    y += c_row[n] * hn - R[d, n] * bx
-                if has_z:
-                    y += D[d] * uu
-                    zz = z[b, d, l]
-                    s = zsig[b, d, l]
-                    dz[b, d, l] = dout[b, d, l] * y * s * (one + zz * (one - s))
-                    dys[p] = dout[b, d, l] * zz * s
-                else:
-                    dys[p] = dout[b, d, l]
-            # Adjoint sweep against scan order, the only sequential part: dhs[p] = C_p dy_p +
-            # Ā_{p+1} dhs[p+1], the carry dh starting from d last_state.
-            for n in range(state):
-                dh[n] = dlast[b, d, n]
-            for p in range(length - 1, -1, -1):
+                _scan_1d_position(l, hs[p - p0], hs[p - p0 + 1], a_bar[p - p0], u, dts, A,
+                                  Bt, Ct, R, b, g, first, stop, dtu, y)
+            for p in range(p1 - 1, p0 - 1, -1):
                 l = length - 1 - p if reverse else p
-                dy = dys[p]
-                a_row = a_bar[p]
-                c_row = Ct[b, g, l]
-                dh_row = dhs[p]
+                u_row = u[b, l, first:stop]
+                dt_row = dts[b, l, first:stop]
+                dy_row = dys[p]
+                for c in range(w):
+                    dtu[c] = dt_row[c] * u_row[c]
+                    da_sum[c] = zero
+                    dbx_b[c] = zero
+                    dD_acc[c] += dy_row[c] * u_row[c]
+                h_prev = hs[p - p0]
+                h_here = hs[p - p0 + 1]
+                a_here = a_bar[p - p0]
+                dB_row = dB_own[l]
+                dC_row = dC_own[l]
                 for n in range(state):
-                    dhn = dh[n] + c_row[n] * dy
-                    dh_row[n] = dhn
-                    dh[n] = a_row[n] * dhn
-            dh0[b, d] = dh
-            # Everything else is a per-position function of dhs, h, Ā: no carried state.
-            dA_acc[:] = zero
-            dR_acc[:] = zero
-            dD_acc = zero
-            for p in range(length):
-                l = length - 1 - p if reverse else p
-                dy = dys[p]
-                dt = dtp[p]
-                uu = u[b, d, l]
-                dt_u = dt * uu
-                dD_acc += dy * uu
-                a_row = a_bar[p]
-                h_prev = hs[p]
-                b_row = Bt[b, g, l]
-                dh_row = dhs[p]
-                # ∂L/∂(ΔA) through Ā = exp(ΔA): dĀ · Ā with dĀ = dh_l h_{l-1};
-                # dx̄ = dh − R dy enters dΔ through B u and du through Δ B.
-                da_sum = zero
-                dbx_b = zero
-                for n in range(state):
-                    da_sum += dh_row[n] * h_prev[n] * a_row[n] * A[d, n]
-                    dbx_b += (dh_row[n] - R[d, n] * dy) * b_row[n]
-                du[b, d, l] = dy * D[d] + dt * dbx_b
-                ddt = da_sum + uu * dbx_b
-                if delta_softplus:
-                    ddt *= dsp[b, d, l]
-                ddelta[b, d, l] = ddt
-                db_row = dB_part[b, g, k, l]
-                for n in range(state):
-                    db_row[n] += (dh_row[n] - R[d, n] * dy) * dt_u
-                dc_row = dC_part[b, g, k, l]
-                h_row = hs[p + 1]
-                for n in range(state):
-                    dc_row[n] += dy * h_row[n]
-                for n in range(state):
-                    dA_acc[n] += dh_row[n] * h_prev[n] * a_row[n] * dt
-                w = dy * dt_u
-                for n in range(state):
-                    dR_acc[n] -= w * b_row[n]
-            dA_part[b, d] = dA_acc
-            dR_part[b, d] = dR_acc
-            dD_part[b, d] = dD_acc
+                    bn = Bt[b, g, l, n]
+                    cn = Ct[b, g, l, n]
+                    a_row = A[n, first:stop]
+                    r_row = R[n, first:stop]
+                    hp = h_prev[n]
+                    hh = h_here[n]
+                    ab = a_here[n]
+                    dhn_row = dh[n]
+                    dA_row = dA_acc[n]
+                    dR_row = dR_acc[n]
+                    db_sum = zero
+                    dc_sum = zero
+                    for c in range(w):
+                        dy = dy_row[c]
+                        a = ab[c]
+                        dhn = dhn_row[c] + cn * dy         # dh_l = C_l dy_l + Ā_{l+1} dh_{l+1}
+                        da = dhn * hp[c] * a               # ∂L/∂(Δ_l A) = dh_l h_{l-1} Ā_l
+                        da_sum[c] += da * a_row[c]
+                        dA_row[c] += da * dt_row[c]
+                        dbx = dhn - r_row[c] * dy          # dx̄_l = dh_l − R dy_l
+                        dbx_b[c] += dbx * bn
+                        db_sum += dbx * dtu[c]
+                        dc_sum += dy * hh[c]
+                        dR_row[c] -= dy * dtu[c] * bn
+                        dhn_row[c] = a * dhn
+                    dB_row[n] = db_sum
+                    dC_row[n] = dc_sum
+                du_row = du[b, l, first:stop]
+                dd_row = ddelta[b, l, first:stop]
+                sp_row = dsp[b, l, first:stop]
+                for c in range(w):
+                    du_row[c] = dy_row[c] * d_row[c] + dt_row[c] * dbx_b[c]
+                    ddt = da_sum[c] + u_row[c] * dbx_b[c]
+                    if delta_softplus:
+                        ddt *= sp_row[c]
+                    dd_row[c] = ddt
+        for n in range(state):
+            for c in range(w):
+                dh0[b, first + c, n] = dh[n, c]
+                dA_part[b, first + c, n] = dA_acc[n, c]
+                dR_part[b, first + c, n] = dR_acc[n, c]
+        for c in range(w):
+            dD_part[b, first + c] = dD_acc[c]
 
 
-# ---------------------------------------------------------------------------------------
-# 2D kernels (grids row-major; B, C as [b, g, height, width, state]).
-# ---------------------------------------------------------------------------------------
+@numba.njit(cache=True, fastmath=_STATE_LOOP_FASTMATH)
+def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
+                 g_run, dtu, ys):  # pragma: no cover
+    """Row i of the 2D scan for a channel block: g runs along the row (carried in ``g_run``),
+    h_row[j] = Ā h_up[j] + g; g is kept in ``g_out`` if it has rows; ys[j] gets Σ_n (C h − R x̄) (without D u).
+    ``h_up`` and ``h_row`` must be different arrays (see :func:`_scan_1d_forward`)."""
+    width = u.shape[2]
+    state = A.shape[0]
+    w = stop - first
+    keep = g_out.shape[0] > 0
+    g_run[:, :] = 0
+    for j in range(width):
+        u_row = u[b, i, j, first:stop]
+        dt_row = dts[b, i, j, first:stop]
+        y = ys[j]
+        for c in range(w):
+            dtu[c] = dt_row[c] * u_row[c]
+            y[c] = 0
+        for n in range(state):
+            bn = Bt[b, g, i, j, n]
+            cn = Ct[b, g, i, j, n]
+            a_row = A[n, first:stop]
+            r_row = R[n, first:stop]
+            gr = g_run[n]
+            hu = h_up[j, n]
+            hr = h_row[j, n]
+            if keep:
+                g_keep = g_out[j, n]
+                for c in range(w):
+                    a = _exp(dt_row[c] * a_row[c])
+                    bx = dtu[c] * bn
+                    gv = a * gr[c] + bx
+                    gr[c] = gv
+                    hv = a * hu[c] + gv
+                    hr[c] = hv
+                    g_keep[c] = gv
+                    y[c] += cn * hv - r_row[c] * bx
+            else:
+                for c in range(w):
+                    a = _exp(dt_row[c] * a_row[c])
+                    bx = dtu[c] * bn
+                    gv = a * gr[c] + bx
+                    gr[c] = gv
+                    hv = a * hu[c] + gv
+                    hr[c] = hv
+                    y[c] += cn * hv - r_row[c] * bx
+
+
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group,
+def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, width,
                      out):  # pragma: no cover
-    """Forward 2D scan in one row-major sweep: g runs along the row, h is carried per column.
-
-    ``dts`` (Δ) and ``gate`` (silu(z)) as in :func:`_scan_1d_forward`.
-    """
-    batch, channels, height, width = u.shape
-    state = A.shape[1]
-    zero = u.dtype.type(0)
-    for task in numba.prange(batch * channels):
-        b = task // channels
-        d = task % channels
-        g = d // channels_per_group
-        h_col = np.zeros((width, state), u.dtype)
-        g_row = np.empty(state, u.dtype)
+    """Forward 2D scan in one row-major sweep, h carried per column. ``u, dts, gate, out:
+    [b, H, W, d]``, ``A, R: [state, d]``, ``Bt, Ct: [b, g, H, W, state]``."""
+    batch, height, grid_width, channels = u.shape
+    groups = Bt.shape[1]
+    state = A.shape[0]
+    blocks = -(-channels_per_group // width)
+    none = np.empty((0, 0, 0), u.dtype)
+    for task in numba.prange(batch * groups * blocks):
+        b, g, _, first, stop = _block(task, groups, blocks, channels_per_group, width)
+        w = stop - first
+        h_col = np.zeros((grid_width, state, w), u.dtype)
+        h_next = np.empty((grid_width, state, w), u.dtype)  # in turn, as in 1D
+        g_run = np.empty((state, w), u.dtype)
+        dtu = np.empty(w, u.dtype)
+        ys = np.empty((grid_width, w), u.dtype)
+        d_row = D[first:stop]
         for i in range(height):
-            g_row[:] = zero
-            for j in range(width):
-                dt = dts[b, d, i, j]
-                uu = u[b, d, i, j]
-                dt_u = dt * uu
-                y = D[d] * uu
-                for n in range(state):
-                    a = _exp(dt * A[d, n])
-                    bx = dt_u * Bt[b, g, i, j, n]
-                    g_row[n] = a * g_row[n] + bx
-                    h_col[j, n] = a * h_col[j, n] + g_row[n]
-                    y += Ct[b, g, i, j, n] * h_col[j, n] - R[d, n] * bx
+            _scan_2d_row(i, h_col, h_next, none, u, dts, A, Bt, Ct, R, b, g, first, stop,
+                         g_run, dtu, ys)
+            h_col, h_next = h_next, h_col
+            for j in range(grid_width):
+                u_row = u[b, i, j, first:stop]
+                o_row = out[b, i, j, first:stop]
+                y = ys[j]
                 if has_z:
-                    y *= gate[b, d, i, j]
-                out[b, d, i, j] = y
+                    gate_row = gate[b, i, j, first:stop]
+                    for c in range(w):
+                        o_row[c] = (y[c] + d_row[c] * u_row[c]) * gate_row[c]
+                else:
+                    for c in range(w):
+                        o_row[c] = y[c] + d_row[c] * u_row[c]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
 def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, dout, delta_softplus, has_z,
-                      channels_per_group, chunks, du, ddelta, dz, dA_part, dR_part, dD_part,
-                      dB_part, dC_part):  # pragma: no cover
-    """Backward 2D scan; see :class:`_SelectiveScan2d`. Task ownership as in the 1D backward."""
-    batch, channels, height, width = u.shape
+                      channels_per_group, width, chunk, du, ddelta, dz, dA_part, dR_part,
+                      dD_part, dB_part, dC_part):  # pragma: no cover
+    """Backward 2D scan; derivation in :class:`_SelectiveScan2d`, layouts as in
+    :func:`_scan_2d_forward`, task ownership as in :func:`_scan_1d_backward`.
+
+    Checkpoints are the column states h at every ``chunk``-th row; each chunk of rows is then
+    recomputed from its checkpoint (h and g of ``chunk`` rows; Ā is recomputed where needed,
+    which costs less than the memory traffic of keeping it) and swept bottom-up, each row
+    right-to-left.
+    """
+    batch, height, grid_width, channels = u.shape
     groups = Bt.shape[1]
-    state = A.shape[1]
+    state = A.shape[0]
+    blocks = -(-channels_per_group // width)
+    checkpoints = -(-height // chunk)
     one = u.dtype.type(1)
     zero = u.dtype.type(0)
-    for task in numba.prange(batch * groups * chunks):
-        b, g, k, first, stop = _backward_task(task, groups, chunks, channels_per_group)
-        dB_part[b, g, k] = zero
-        dC_part[b, g, k] = zero
-        # Per-thread scratch, O(state · height · width): Ā, g and h of one channel.
-        a_bar = np.empty((height, width, state), u.dtype)
-        gs = np.empty((height, width, state), u.dtype)
-        hs = np.empty((height, width, state), u.dtype)
-        dtp = np.empty((height, width), u.dtype)
-        dys = np.empty((height, width), u.dtype)
-        g_row = np.empty(state, u.dtype)
-        dg_row = np.empty(state, u.dtype)
-        dh_col = np.empty((width, state), u.dtype)
-        dA_acc = np.empty(state, u.dtype)
-        dR_acc = np.empty(state, u.dtype)
-        for d in range(first, stop):
-            for i in range(height):
-                g_row[:] = zero
-                for j in range(width):
-                    dt = dts[b, d, i, j]
-                    dtp[i, j] = dt
-                    uu = u[b, d, i, j]
-                    dt_u = dt * uu
-                    y = D[d] * uu
-                    for n in range(state):
-                        a = _exp(dt * A[d, n])
-                        a_bar[i, j, n] = a
-                        bx = dt_u * Bt[b, g, i, j, n]
-                        g_row[n] = a * g_row[n] + bx
-                        gs[i, j, n] = g_row[n]
-                        h_up = hs[i - 1, j, n] if i > 0 else zero
-                        hs[i, j, n] = a * h_up + g_row[n]
-                        y += Ct[b, g, i, j, n] * hs[i, j, n] - R[d, n] * bx
-                    if has_z:
-                        zz = z[b, d, i, j]
-                        s = zsig[b, d, i, j]
-                        dz[b, d, i, j] = dout[b, d, i, j] * y * s * (one + zz * (one - s))
-                        dys[i, j] = dout[b, d, i, j] * zz * s
-                    else:
-                        dys[i, j] = dout[b, d, i, j]
-            # Adjoints: rows bottom-up (dh_col carries Ā_{i+1,j} dh_{i+1,j}), and within a
-            # row right-to-left (dg_row carries Ā_{i,j+1} dg_{i,j+1}).
-            dh_col[:, :] = zero
-            dA_acc[:] = zero
-            dR_acc[:] = zero
-            dD_acc = zero
-            for i in range(height - 1, -1, -1):
-                dg_row[:] = zero
-                for j in range(width - 1, -1, -1):
-                    dy = dys[i, j]
-                    dt = dtp[i, j]
-                    uu = u[b, d, i, j]
-                    dt_u = dt * uu
-                    dD_acc += dy * uu
-                    du_acc = dy * D[d]
-                    ddt = zero
+    none = np.empty((0, 0, 0), u.dtype)
+    for task in numba.prange(batch * groups * blocks):
+        b, g, k, first, stop = _block(task, groups, blocks, channels_per_group, width)
+        w = stop - first
+        saved = np.empty((checkpoints, grid_width, state, w), u.dtype)
+        hs = np.empty((chunk + 1, grid_width, state, w), u.dtype)
+        gs = np.empty((chunk, grid_width, state, w), u.dtype)
+        dys = np.empty((height, grid_width, w), u.dtype)
+        h_col = np.zeros((grid_width, state, w), u.dtype)
+        h_next = np.empty((grid_width, state, w), u.dtype)
+        g_run = np.empty((state, w), u.dtype)
+        dtu = np.empty(w, u.dtype)
+        ys = np.empty((grid_width, w), u.dtype)
+        no_g = np.zeros((state, w), u.dtype)
+        d_row = D[first:stop]
+        for i in range(height):
+            if i % chunk == 0:
+                saved[i // chunk] = h_col
+            _scan_2d_row(i, h_col, h_next, none, u, dts, A, Bt, Ct, R, b, g, first, stop,
+                         g_run, dtu, ys)
+            h_col, h_next = h_next, h_col
+            for j in range(grid_width):
+                do_row = dout[b, i, j, first:stop]
+                dy_row = dys[i, j]
+                if has_z:
+                    u_row = u[b, i, j, first:stop]
+                    z_row = z[b, i, j, first:stop]
+                    s_row = zsig[b, i, j, first:stop]
+                    dz_row = dz[b, i, j, first:stop]
+                    y = ys[j]
+                    for c in range(w):
+                        s = s_row[c]
+                        dz_row[c] = do_row[c] * (y[c] + d_row[c] * u_row[c]) * s * (
+                            one + z_row[c] * (one - s))
+                        dy_row[c] = do_row[c] * z_row[c] * s
+                else:
+                    for c in range(w):
+                        dy_row[c] = do_row[c]
+        # Adjoints: dh_col[j] carries Ā_{i+1,j} dh_{i+1,j}, dg_run carries Ā_{i,j+1} dg_{i,j+1}.
+        dh_col = np.zeros((grid_width, state, w), u.dtype)
+        dg_run = np.empty((state, w), u.dtype)
+        dA_acc = np.zeros((state, w), u.dtype)
+        dR_acc = np.zeros((state, w), u.dtype)
+        dD_acc = np.zeros(w, u.dtype)
+        da_sum = np.empty(w, u.dtype)
+        dbx_b = np.empty(w, u.dtype)
+        for m in range(checkpoints - 1, -1, -1):
+            i0 = m * chunk
+            i1 = min(i0 + chunk, height)
+            hs[0] = saved[m]
+            for i in range(i0, i1):
+                _scan_2d_row(i, hs[i - i0], hs[i - i0 + 1], gs[i - i0], u, dts, A, Bt, Ct, R,
+                             b, g, first, stop, g_run, dtu, ys)
+            for i in range(i1 - 1, i0 - 1, -1):
+                dg_run[:, :] = zero
+                for j in range(grid_width - 1, -1, -1):
+                    u_row = u[b, i, j, first:stop]
+                    dt_row = dts[b, i, j, first:stop]
+                    dy_row = dys[i, j]
+                    for c in range(w):
+                        dtu[c] = dt_row[c] * u_row[c]
+                        da_sum[c] = zero
+                        dbx_b[c] = zero
+                        dD_acc[c] += dy_row[c] * u_row[c]
+                    h_up = hs[i - i0, j]
+                    h_here = hs[i - i0 + 1, j]
+                    g_left = gs[i - i0, j - 1] if j > 0 else no_g
+                    dh_here = dh_col[j]
+                    dB_row = dB_part[b, g, k, i, j]
+                    dC_row = dC_part[b, g, k, i, j]
                     for n in range(state):
                         bn = Bt[b, g, i, j, n]
-                        a = a_bar[i, j, n]
-                        dhn = dh_col[j, n] + Ct[b, g, i, j, n] * dy
-                        dgn = dg_row[n] + dhn
-                        dbx = dgn - R[d, n] * dy
-                        h_up = hs[i - 1, j, n] if i > 0 else zero
-                        g_left = gs[i, j - 1, n] if j > 0 else zero
-                        # Ā multiplies both h_{i-1,j} (column pass) and g_{i,j-1} (row pass).
-                        da = (dhn * h_up + dgn * g_left) * a
-                        ddt += da * A[d, n] + dbx * bn * uu
-                        dA_acc[n] += da * dt
-                        dR_acc[n] -= dy * dt_u * bn
-                        dB_part[b, g, k, i, j, n] += dbx * dt_u
-                        dC_part[b, g, k, i, j, n] += dy * hs[i, j, n]
-                        du_acc += dbx * dt * bn
-                        dh_col[j, n] = a * dhn
-                        dg_row[n] = a * dgn
-                    du[b, d, i, j] = du_acc
-                    if delta_softplus:
-                        ddt *= dsp[b, d, i, j]
-                    ddelta[b, d, i, j] = ddt
-            for n in range(state):
-                dA_part[b, d, n] = dA_acc[n]
-                dR_part[b, d, n] = dR_acc[n]
-            dD_part[b, d] = dD_acc
+                        cn = Ct[b, g, i, j, n]
+                        a_row = A[n, first:stop]
+                        r_row = R[n, first:stop]
+                        hu = h_up[n]
+                        hh = h_here[n]
+                        gl = g_left[n]
+                        dhc = dh_here[n]
+                        dgr = dg_run[n]
+                        dA_row = dA_acc[n]
+                        dR_row = dR_acc[n]
+                        db_sum = zero
+                        dc_sum = zero
+                        for c in range(w):
+                            dy = dy_row[c]
+                            a = _exp(dt_row[c] * a_row[c])  # recomputed: cheaper than stored
+                            dhn = dhc[c] + cn * dy
+                            dgn = dgr[c] + dhn
+                            dbx = dgn - r_row[c] * dy
+                            # Ā multiplies both h_{i-1,j} (column pass) and g_{i,j-1} (row pass).
+                            da = (dhn * hu[c] + dgn * gl[c]) * a
+                            da_sum[c] += da * a_row[c]
+                            dA_row[c] += da * dt_row[c]
+                            dbx_b[c] += dbx * bn
+                            db_sum += dbx * dtu[c]
+                            dc_sum += dy * hh[c]
+                            dR_row[c] -= dy * dtu[c] * bn
+                            dhc[c] = a * dhn
+                            dgr[c] = a * dgn
+                        dB_row[n] = db_sum
+                        dC_row[n] = dc_sum
+                    du_row = du[b, i, j, first:stop]
+                    dd_row = ddelta[b, i, j, first:stop]
+                    sp_row = dsp[b, i, j, first:stop]
+                    for c in range(w):
+                        du_row[c] = dy_row[c] * d_row[c] + dt_row[c] * dbx_b[c]
+                        ddt = da_sum[c] + u_row[c] * dbx_b[c]
+                        if delta_softplus:
+                            ddt *= sp_row[c]
+                        dd_row[c] = ddt
+        for n in range(state):
+            for c in range(w):
+                dA_part[b, first + c, n] = dA_acc[n, c]
+                dR_part[b, first + c, n] = dR_acc[n, c]
+        for c in range(w):
+            dD_part[b, first + c] = dD_acc[c]
 
 
 # ---------------------------------------------------------------------------------------
@@ -533,50 +691,67 @@ def _state_last(x, spatial, dtype):
     return x.detach().to(dtype).movedim(2, -1).contiguous()
 
 
-def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
-    """Cast, make contiguous, and stand in neutral values (zeros) for absent D, R, delta_bias.
+def _channel_last(x, dtype):
+    """``[batch, channel, *space]`` as a contiguous ``[batch, *space, channel]``."""
+    return x.detach().to(dtype).movedim(1, -1).contiguous()
 
-    D = 0, R = 0 and delta_bias = 0 change nothing in the scan; only z needs a flag, with a
-    dummy array so that one compiled signature serves both cases.
+
+def _channel_first(x):
+    """A kernel's ``[batch, *space, channel]`` array as a ``[batch, channel, *space]`` view."""
+    return torch.from_numpy(x).movedim(-1, 1)
+
+
+def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
+    """Cast to the compute dtype and lay out for the kernels; neutral values for absent inputs.
+
+    u, delta, z become channel-last, A and R ``[state, channel]``, B and C
+    ``[batch, groups, *space, state]``. D = 0, R = 0 and delta_bias = 0 change nothing in
+    the scan; only z needs a flag, with a dummy array so that one compiled signature serves
+    both cases.
     """
     dtype = _compute_dtype(u)
     channels, state = A.shape
     tensors = {
-        "u": _prepare(u, dtype),
-        "delta": _prepare(delta, dtype),
-        "A": _prepare(A, dtype),
+        "u": _channel_last(u, dtype),
+        "delta": _channel_last(delta, dtype),
+        "A": _prepare(A.T, dtype),
         "B": _state_last(B, spatial, dtype),
         "C": _state_last(C, spatial, dtype),
         "D": _prepare(D, dtype) if D is not None else torch.zeros(channels, dtype=dtype),
-        "R": _prepare(R, dtype) if R is not None else torch.zeros(channels, state, dtype=dtype),
-        "z": _prepare(z, dtype) if z is not None else torch.zeros((0,) * (2 + spatial),
-                                                                   dtype=dtype),
+        "R": (_prepare(R.T, dtype) if R is not None
+              else torch.zeros(state, channels, dtype=dtype)),
+        "z": (_channel_last(z, dtype) if z is not None
+              else torch.zeros((0,) * (2 + spatial), dtype=dtype)),
         "delta_bias": (_prepare(delta_bias, dtype) if delta_bias is not None
                        else torch.zeros(channels, dtype=dtype)),
     }
     return dtype, tensors
 
 
-def _steps(delta, delta_bias, delta_softplus, z, spatial, backward=False):
-    """The per-position scalars, vectorised by torch rather than one libm call per position.
+def _steps(delta, delta_bias, delta_softplus, z):
+    """The per-position scalars of the forward, vectorised by torch rather than one libm call
+    per position (numba has no vector exp/log here).
 
-    Returns numpy arrays shaped like ``delta``: Δ = softplus(δ + b) (or δ + b), and for the
-    forward the gate silu(z); for the backward σ(z) and dΔ/dδ (σ(δ + b), exactly 1 above the
-    threshold 20, where softplus is the identity). Absent ones are empty placeholders. These are
-    O(batch · channel · length) and never saved: the backward recomputes them from δ and z.
+    ``delta`` and ``z`` are channel-last. Returns torch tensors shaped like ``delta``:
+    x = δ + b, Δ = softplus(x) (or x), and the gate silu(z) (empty without z). x and Δ are
+    saved for the backward (O(batch · channel · length), like the inputs), which then needs
+    no second softplus.
     """
-    x = delta + delta_bias.view(-1, *(1,) * spatial)
-    empty = delta.new_empty((0,) * delta.dim())
+    x = delta + delta_bias
     dt = torch.nn.functional.softplus(x, threshold=SOFTPLUS_THRESHOLD) if delta_softplus else x
-    if not backward:
-        gate = torch.nn.functional.silu(z) if z.numel() else empty
-        return dt.numpy(), gate.numpy()
+    gate = torch.nn.functional.silu(z) if z.numel() else z
+    return x, dt, gate
+
+
+def _step_grads(x, z, delta_softplus):
+    """dΔ/dx = σ(x), exactly 1 above the softplus threshold 20 where softplus is the identity
+    (torch's convention), and σ(z); numpy arrays, empty where not needed."""
+    empty = np.empty((0,) * x.dim(), x.numpy().dtype)
+    dsp = empty
     if delta_softplus:
-        dsp = torch.where(x > SOFTPLUS_THRESHOLD, torch.ones_like(x), torch.sigmoid(x))
-    else:
-        dsp = empty
-    zsig = torch.sigmoid(z) if z.numel() else empty
-    return dt.numpy(), dsp.numpy(), zsig.numpy()
+        dsp = torch.sigmoid(x).masked_fill_(x > SOFTPLUS_THRESHOLD, 1.0).numpy()
+    zsig = torch.sigmoid(z).numpy() if z.numel() else empty
+    return dsp, zsig
 
 
 def _nan(shape, dtype):
@@ -584,18 +759,36 @@ def _nan(shape, dtype):
     return np.full(shape, np.nan, dtype=dtype)
 
 
-def _chunks(batch, groups, channels_per_group):
-    """Split each group's channels so that backward tasks outnumber threads about twice.
+#: Widest channel block (a multiple of every SIMD width); the kernels' inner loops run over it.
+MAX_BLOCK = 128
+#: Channel blocks narrower than this are only used when there are no more channels.
+MIN_BLOCK = 16
+#: Cap on one backward task's scratch (checkpoints and the recomputed chunk); wide rows
+#: narrow the channel block to stay under it (down to MIN_BLOCK).
+SCRATCH_BYTES = 32 << 20
 
-    The partial dB, dC buffers are ``[batch, groups, chunks, *space, state]``: one chunk
-    when batch · groups already feeds every thread, so they cost at most about
-    ``batch · groups + 2 · threads`` copies of ``state · length``.
+
+def _blocking(batch, groups, channels_per_group, steps, step_bytes):
+    """(block width, number of blocks, chunk) for the kernels.
+
+    ``steps`` is what the backward checkpoints (positions in 1D, rows in 2D) and
+    ``step_bytes`` the scratch one step takes per channel (a state vector in 1D, a row of
+    them in 2D). Keeping one checkpoint per ``chunk`` steps and recomputing two arrays over
+    a chunk costs ``steps / chunk + 2 chunk`` steps of scratch, least at
+    chunk = √(steps / 2). Blocks hold up to :data:`MAX_BLOCK` channels (fewer if the scratch
+    would pass :data:`SCRATCH_BYTES`), rounded to multiples of 16 so vectors stay full, and
+    are split further (down to :data:`MIN_BLOCK`) until tasks outnumber threads about twice.
     """
+    chunk = max(1, math.isqrt(steps // 2))
+    per_channel = (-(-steps // chunk) + 2 * chunk + 1) * step_bytes
+    widest = max(MIN_BLOCK, min(MAX_BLOCK, SCRATCH_BYTES // per_channel // 16 * 16))
     threads = numba.get_num_threads()
-    wanted = max(1, -(-2 * threads // (batch * groups)))
-    chunks = min(channels_per_group, wanted)
-    chunk = -(-channels_per_group // chunks)
-    return -(-channels_per_group // chunk)  # no empty chunk
+    blocks = max(-(-channels_per_group // widest),
+                 min(-(-channels_per_group // MIN_BLOCK),
+                     -(-2 * threads // (batch * groups))))
+    width = -(-channels_per_group // blocks)
+    width = min(channels_per_group, -(-width // 16) * 16)
+    return width, -(-channels_per_group // width), chunk
 
 
 def _meta(*tensors):
@@ -625,20 +818,20 @@ def _out(grad, meta, needed):
 def _input_grads(meta, need, spatial, du, ddelta, dz, dA_part, dR_part, dD_part, dB_part,
                  dC_part):
     """Gradients of (u, delta, A, B, C, D, R, z, delta_bias) from the backward kernels' outputs:
-    per-batch partials summed over batch, B/C partials over channel chunks, d delta_bias =
-    Σ d delta over batch and space; each cast back to its input's dtype (None if not needed)."""
+    channel-last arrays back to ``[batch, channel, *space]``, per-batch partials summed over
+    batch, B/C partials over channel blocks, d delta_bias = Σ d delta over batch and space;
+    each cast back to its input's dtype (None if not needed)."""
     ddelta_t = torch.from_numpy(ddelta)
-    space = tuple(range(2, 2 + spatial))
     return (
-        _out(torch.from_numpy(du), meta[0], need[0]),
-        _out(ddelta_t, meta[1], need[1]),
+        _out(_channel_first(du), meta[0], need[0]),
+        _out(ddelta_t.movedim(-1, 1), meta[1], need[1]),
         _out(torch.from_numpy(dA_part.sum(axis=0)), meta[2], need[2]),
         _grad_bc(dB_part, meta[3], spatial, need[3]),
         _grad_bc(dC_part, meta[4], spatial, need[4]),
         _out(torch.from_numpy(dD_part.sum(axis=0)), meta[5], need[5]),
         _out(torch.from_numpy(dR_part.sum(axis=0)), meta[6], need[6]),
-        _out(torch.from_numpy(dz), meta[7], need[7]),
-        _out(ddelta_t.sum(dim=(0, *space)), meta[8], need[8]),
+        _out(_channel_first(dz) if dz.size else None, meta[7], need[7]),
+        _out(ddelta_t.sum(dim=tuple(range(1 + spatial))), meta[8], need[8]),
     )
 
 
@@ -678,47 +871,49 @@ class _SelectiveScan1d(torch.autograd.Function):
         h0 = (_prepare(initial_state, dtype) if initial_state is not None
               else torch.zeros(batch, channels, state, dtype=dtype))
         np_dtype = t["u"].numpy().dtype
-        out = _nan((batch, channels, length), np_dtype)
+        out = _nan((batch, length, channels), np_dtype)
         last = _nan((batch, channels, state), np_dtype)
-        dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"], spatial=1)
-        _scan_1d_forward(t["u"].numpy(), dts, t["A"].numpy(), t["B"].numpy(), t["C"].numpy(),
-                         t["D"].numpy(), t["R"].numpy(), gate, h0.numpy(), z is not None,
-                         bool(reverse), channels // groups, out, last)
-        del dts, gate
+        cpg = channels // groups
+        width, _, _ = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+        x, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
+        _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
+                         t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
+                         h0.numpy(), z is not None, bool(reverse), cpg, width, out, last)
+        del gate
         # A zero initial state is rebuilt in the backward rather than kept alive until then.
-        ctx.save_for_backward(t["u"], t["delta"], t["A"], t["B"], t["C"], t["D"], t["R"],
-                              t["z"], t["delta_bias"], h0 if initial_state is not None else None)
+        ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"],
+                              h0 if initial_state is not None else None)
         ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias, initial_state)
         ctx.flags = (bool(delta_softplus), z is not None, bool(reverse), groups)
-        return (torch.from_numpy(out).to(u.dtype), torch.from_numpy(last).to(u.dtype))
+        return _channel_first(out).to(u.dtype), torch.from_numpy(last).to(u.dtype)
 
     @staticmethod
     def backward(ctx, dout, dlast):
-        u, delta, A, Bt, Ct, D, R, z, delta_bias, h0 = ctx.saved_tensors
+        u, x, dts, A, Bt, Ct, D, R, z, h0 = ctx.saved_tensors
         delta_softplus, has_z, reverse, groups = ctx.flags
-        batch, channels, length = u.shape
-        state = A.shape[1]
+        batch, length, channels = u.shape
+        state = A.shape[0]
         if h0 is None:
             h0 = torch.zeros(batch, channels, state, dtype=u.dtype)
         np_dtype = u.numpy().dtype
-        dout = dout.detach().to(u.dtype).contiguous().numpy()
+        dout = _channel_last(dout, u.dtype).numpy()
         dlast = dlast.detach().to(u.dtype).contiguous().numpy()
         cpg = channels // groups
-        chunks = _chunks(batch, groups, cpg)
-        du = _nan((batch, channels, length), np_dtype)
-        ddelta = _nan((batch, channels, length), np_dtype)
-        dz = _nan((batch, channels, length) if has_z else (0, 0, 0), np_dtype)
+        width, blocks, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+        du = _nan((batch, length, channels), np_dtype)
+        ddelta = _nan((batch, length, channels), np_dtype)
+        dz = _nan((batch, length, channels) if has_z else (0, 0, 0), np_dtype)
         dh0 = _nan((batch, channels, state), np_dtype)
         dA_part = _nan((batch, channels, state), np_dtype)
         dR_part = _nan((batch, channels, state), np_dtype)
         dD_part = _nan((batch, channels), np_dtype)
-        dB_part = _nan((batch, groups, chunks, length, state), np_dtype)
-        dC_part = _nan((batch, groups, chunks, length, state), np_dtype)
-        dts, dsp, zsig = _steps(delta, delta_bias, delta_softplus, z, spatial=1, backward=True)
-        _scan_1d_backward(u.numpy(), dts, dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
+        dB_part = _nan((batch, groups, blocks, length, state), np_dtype)
+        dC_part = _nan((batch, groups, blocks, length, state), np_dtype)
+        dsp, zsig = _step_grads(x, z, delta_softplus)
+        _scan_1d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
                           R.numpy(), z.numpy(), zsig, h0.numpy(), dout, dlast, delta_softplus,
-                          has_z, reverse, cpg, chunks, du, ddelta, dz, dh0, dA_part, dR_part,
-                          dD_part, dB_part, dC_part)
+                          has_z, reverse, cpg, width, chunk, du, ddelta, dz, dh0, dA_part,
+                          dR_part, dD_part, dB_part, dC_part)
         need = ctx.needs_input_grad
         return (
             *_input_grads(ctx.meta, need, 1, du, ddelta, dz, dA_part, dR_part, dD_part,
@@ -754,41 +949,44 @@ class _SelectiveScan2d(torch.autograd.Function):
         batch, channels, height, width = u.shape
         groups = 1 if B.dim() == 4 else B.shape[1]
         dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
-        out = _nan((batch, channels, height, width), t["u"].numpy().dtype)
-        dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"], spatial=2)
-        _scan_2d_forward(t["u"].numpy(), dts, t["A"].numpy(), t["B"].numpy(), t["C"].numpy(),
-                         t["D"].numpy(), t["R"].numpy(), gate, z is not None,
-                         channels // groups, out)
-        del dts, gate
-        ctx.save_for_backward(t["u"], t["delta"], t["A"], t["B"], t["C"], t["D"], t["R"],
-                              t["z"], t["delta_bias"])
+        out = _nan((batch, height, width, channels), t["u"].numpy().dtype)
+        cpg = channels // groups
+        block, _, _ = _blocking(batch, groups, cpg, height,
+                                width * A.shape[1] * t["u"].numpy().dtype.itemsize)
+        x, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
+        _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
+                         t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
+                         z is not None, cpg, block, out)
+        del gate
+        ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"])
         ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias)
         ctx.flags = (bool(delta_softplus), z is not None, groups)
-        return torch.from_numpy(out).to(u.dtype)
+        return _channel_first(out).to(u.dtype)
 
     @staticmethod
     def backward(ctx, dout):
-        u, delta, A, Bt, Ct, D, R, z, delta_bias = ctx.saved_tensors
+        u, x, dts, A, Bt, Ct, D, R, z = ctx.saved_tensors
         delta_softplus, has_z, groups = ctx.flags
-        batch, channels, height, width = u.shape
-        state = A.shape[1]
+        batch, height, width, channels = u.shape
+        state = A.shape[0]
         np_dtype = u.numpy().dtype
-        dout = dout.detach().to(u.dtype).contiguous().numpy()
+        dout = _channel_last(dout, u.dtype).numpy()
         cpg = channels // groups
-        chunks = _chunks(batch, groups, cpg)
-        grid = (batch, channels, height, width)
+        block, blocks, chunk = _blocking(batch, groups, cpg, height,
+                                         width * state * np_dtype.itemsize)
+        grid = (batch, height, width, channels)
         du = _nan(grid, np_dtype)
         ddelta = _nan(grid, np_dtype)
         dz = _nan(grid if has_z else (0, 0, 0, 0), np_dtype)
         dA_part = _nan((batch, channels, state), np_dtype)
         dR_part = _nan((batch, channels, state), np_dtype)
         dD_part = _nan((batch, channels), np_dtype)
-        dB_part = _nan((batch, groups, chunks, height, width, state), np_dtype)
-        dC_part = _nan((batch, groups, chunks, height, width, state), np_dtype)
-        dts, dsp, zsig = _steps(delta, delta_bias, delta_softplus, z, spatial=2, backward=True)
-        _scan_2d_backward(u.numpy(), dts, dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
-                          R.numpy(), z.numpy(), zsig, dout, delta_softplus, has_z, cpg, chunks,
-                          du, ddelta, dz, dA_part, dR_part, dD_part, dB_part, dC_part)
+        dB_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
+        dC_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
+        dsp, zsig = _step_grads(x, z, delta_softplus)
+        _scan_2d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
+                          R.numpy(), z.numpy(), zsig, dout, delta_softplus, has_z, cpg, block,
+                          chunk, du, ddelta, dz, dA_part, dR_part, dD_part, dB_part, dC_part)
         return (
             *_input_grads(ctx.meta, ctx.needs_input_grad, 2, du, ddelta, dz, dA_part,
                           dR_part, dD_part, dB_part, dC_part),

@@ -7,6 +7,8 @@ state, and a 4096-step sequence on which a cumulative-product formulation breaks
 
 import math
 
+import numba
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -212,15 +214,41 @@ def test_softplus_threshold():
     assert_outputs_and_grads((fast,), (ref,), kw, f64)
 
 
-@pytest.mark.parametrize("chunks", [1, 2, 3, 4])
-def test_backward_independent_of_channel_chunking(chunks, monkeypatch):
-    # The backward splits each group's channels into chunks with their own dB/dC partials
-    # (summed afterwards); any split, even one with an empty chunk, gives the same gradients.
-    monkeypatch.setattr(scan_cpu, "_chunks", lambda batch, groups, per_group: chunks)
-    check_1d(9, dtype=f64, batch=2, channels=4, state=2, length=10, groups=1,
+@pytest.mark.parametrize("width, chunk", [(1, 1), (2, 3), (3, 4), (4, 7), (16, 100)])
+def test_independent_of_channel_blocks_and_chunks(width, chunk, monkeypatch):
+    # The kernels split each group's channels into blocks (with their own dB/dC partials,
+    # summed afterwards), and the backward recomputes positions/rows in chunks from
+    # checkpoints. Any split gives the same values and gradients: blocks that do not divide
+    # the channels (3 of 5), chunks of one, chunks that do not divide the length or the
+    # height, and one chunk longer than everything.
+    def blocking(batch, groups, per_group, steps, step_bytes):
+        w = min(width, per_group)
+        return w, -(-per_group // w), chunk
+
+    monkeypatch.setattr(scan_cpu, "_blocking", blocking)
+    check_1d(9, dtype=f64, batch=2, channels=5, state=3, length=10, groups=1,
              optional=OPTIONAL, reverse=False, delta_softplus=True, with_initial_state=True)
-    check_2d(9, dtype=f64, batch=1, channels=4, state=2, height=3, width=4, groups=None,
+    check_1d(10, dtype=f64, batch=1, channels=4, state=2, length=9, groups=2,
+             optional=OPTIONAL, reverse=True, delta_softplus=True, with_initial_state=False)
+    check_2d(9, dtype=f64, batch=1, channels=5, state=2, height=7, width=4, groups=None,
              optional=OPTIONAL, delta_softplus=True)
+
+
+def test_blocking_fills_vectors_and_threads():
+    # Darcy's 1D case: one block of all 128 channels per batch item, chunks of √(L/2).
+    width, blocks, chunk = scan_cpu._blocking(4, 1, 128, 1936, 16 * 4)
+    assert (width, blocks, chunk) == (128, 1, 31)
+    # One sequence, many channels: blocks of a multiple of 16 that feed every thread.
+    width, blocks, _ = scan_cpu._blocking(1, 1, 128, 1936, 16 * 4)
+    assert width % 16 == 0 and blocks * width >= 128 > (blocks - 1) * width
+    assert blocks >= min(128 // 16, 2 * numba.get_num_threads())
+    # Few channels: one block of all of them.
+    assert scan_cpu._blocking(1, 1, 5, 10, 8)[:2] == (5, 1)
+    # Huge rows: the block narrows to keep the scratch bounded, but not below 16.
+    width, blocks, chunk = scan_cpu._blocking(8, 1, 128, 1024, 1024 * 16 * 4)
+    steps = -(-1024 // chunk) + 2 * chunk + 1
+    assert width == 16 and blocks == 8
+    assert width * steps * 1024 * 16 * 4 <= 2 * scan_cpu.SCRATCH_BYTES
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,9 +435,11 @@ def test_saved_tensors_are_input_sized(grid):
     out = scan(*args, **rest)
     saved = [t for t in out.grad_fn.saved_tensors if t is not None]
     states_numel = batch * channels * state * math.prod(grid)
-    # Nothing shaped like h ([batch, channel, state, *space]); no more than the inputs in all.
+    # Nothing shaped like h ([batch, channel, state, *space]); no more than the inputs plus
+    # one per-position tensor (Δ, kept so that the backward needs no second softplus).
     assert max(t.numel() for t in saved) < states_numel
-    assert sum(t.numel() for t in saved) <= sum(t.numel() for t in kw.values())
+    per_position = batch * channels * math.prod(grid)
+    assert sum(t.numel() for t in saved) <= sum(t.numel() for t in kw.values()) + per_position
 
 
 @pytest.mark.slow
