@@ -205,14 +205,20 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A, Bt, Ct, R, b, g, firs
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
 def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels_per_group,
-                     width, out, last_state):  # pragma: no cover
+                     width, chunk, out, last_state, saved, y_pre):  # pragma: no cover
     """Forward 1D scan. ``u, dts, gate, out: [b, length, d]`` (Δ and silu(z) from
     :func:`_steps`), ``A, R: [state, d]``, ``Bt, Ct: [b, g, length, state]``,
-    ``h0, last_state: [b, d, state]``."""
+    ``h0, last_state: [b, d, state]``.
+
+    For the backward, if ``saved`` has rows: the state before every ``chunk``-th position
+    (in scan order) into ``saved: [b, length / chunk, state, d]`` and, with z, the output
+    before the gate into ``y_pre: [b, length, d]``.
+    """
     batch, length, channels = u.shape
     groups = Bt.shape[1]
     state = A.shape[0]
     blocks = -(-channels_per_group // width)
+    keep = saved.shape[0] > 0
     no_a = np.empty((0, 0), u.dtype)
     for task in numba.prange(batch * groups * blocks):
         b, g, _, first, stop = _block(task, groups, blocks, channels_per_group, width)
@@ -229,85 +235,70 @@ def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels
         d_row = D[first:stop]
         for p in range(length):
             l = length - 1 - p if reverse else p
+            if keep and p % chunk == 0:
+                saved[b, p // chunk, :, first:stop] = h
             _scan_1d_position(l, h, h_next, no_a, u, dts, A, Bt, Ct, R, b, g, first, stop, dtu,
                               y)
             h, h_next = h_next, h
             u_row = u[b, l, first:stop]
             o_row = out[b, l, first:stop]
+            for c in range(w):
+                y[c] += d_row[c] * u_row[c]
             if has_z:
                 gate_row = gate[b, l, first:stop]
                 for c in range(w):
-                    o_row[c] = (y[c] + d_row[c] * u_row[c]) * gate_row[c]
+                    o_row[c] = y[c] * gate_row[c]
+                if keep:
+                    y_pre[b, l, first:stop] = y
             else:
-                for c in range(w):
-                    o_row[c] = y[c] + d_row[c] * u_row[c]
+                o_row[:] = y
         for n in range(state):
             for c in range(w):
                 last_state[b, first + c, n] = h[n, c]
 
 
+@numba.njit(cache=True)
+def _gate_adjoint(do_row, y_row, z_row, s_row, dz_row, dy_row):  # pragma: no cover
+    """For one position's channel block: dy = dout · silu(z) and dz = dout · y · silu'(z),
+    with silu'(z) = σ(z)(1 + z(1 − σ(z))) and y the output before the gate."""
+    one = do_row.dtype.type(1)
+    for c in range(do_row.shape[0]):
+        s = s_row[c]
+        dz_row[c] = do_row[c] * y_row[c] * s * (one + z_row[c] * (one - s))
+        dy_row[c] = do_row[c] * z_row[c] * s
+
+
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
+def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout, dlast,
                       delta_softplus, has_z, reverse, channels_per_group, width, chunk,
                       du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part,
                       dC_part):  # pragma: no cover
     """Backward 1D scan; derivation in :class:`_SelectiveScan1d`. Layouts as in
-    :func:`_scan_1d_forward`; ``dsp`` = dΔ/dδ and ``zsig`` = σ(z) from :func:`_steps`.
+    :func:`_scan_1d_forward`, whose checkpoints ``saved`` and pre-gate output ``y_pre`` it
+    reads; ``dsp`` = dΔ/dδ and ``zsig`` = σ(z) from :func:`_step_grads`.
 
-    Per task (one channel block): a forward sweep that keeps only the state at every
-    ``chunk``-th position (checkpoints) and dy; then, chunk by chunk from the end, the
-    chunk's states and Ā recomputed from its checkpoint into a scratch of
-    ``(2 chunk + 1) · state · width`` that stays in cache, and the adjoint swept back over it
-    with everything else (dΔ, du, dA, dR, dB, dC, dD) fused into the same sweep. The task owns
-    ``dB_part[b, g, k]``, ``dC_part[b, g, k]`` (summed over blocks k afterwards) and every
-    per-channel output of its block, so no two threads write the same element.
+    Per task (one channel block), chunk by chunk from the end: the chunk's states and Ā
+    recomputed from its checkpoint into a scratch of ``(2 chunk + 1) · state · width`` that
+    stays in cache, and the adjoint swept back over it with everything else (dΔ, du, dA, dR,
+    dB, dC, dD) fused into the same sweep. The task owns ``dB_part[b, g, k]``,
+    ``dC_part[b, g, k]`` (summed over blocks k afterwards) and every per-channel output of its
+    block, so no two threads write the same element.
     """
     batch, length, channels = u.shape
     groups = Bt.shape[1]
     state = A.shape[0]
     blocks = -(-channels_per_group // width)
     checkpoints = -(-length // chunk)
-    one = u.dtype.type(1)
     zero = u.dtype.type(0)
-    no_a = np.empty((0, 0), u.dtype)
     for task in numba.prange(batch * groups * blocks):
         b, g, k, first, stop = _block(task, groups, blocks, channels_per_group, width)
         w = stop - first
-        saved = np.empty((checkpoints, state, w), u.dtype)
         hs = np.empty((chunk + 1, state, w), u.dtype)
         a_bar = np.empty((chunk, state, w), u.dtype)
-        dys = np.empty((length, w), u.dtype)
-        h = np.empty((state, w), u.dtype)
-        h_next = np.empty((state, w), u.dtype)
+        dy_row = np.empty(w, u.dtype)
         dtu = np.empty(w, u.dtype)
         y = np.empty(w, u.dtype)
         d_row = D[first:stop]
-        for n in range(state):
-            for c in range(w):
-                h[n, c] = h0[b, first + c, n]
-        # Forward: checkpoints, dy = dout · silu(z) and dz = dout · y · silu'(z).
-        for p in range(length):
-            l = length - 1 - p if reverse else p
-            if p % chunk == 0:
-                saved[p // chunk] = h
-            _scan_1d_position(l, h, h_next, no_a, u, dts, A, Bt, Ct, R, b, g, first, stop, dtu,
-                              y)
-            h, h_next = h_next, h
-            do_row = dout[b, l, first:stop]
-            dy_row = dys[p]
-            if has_z:
-                u_row = u[b, l, first:stop]
-                z_row = z[b, l, first:stop]
-                s_row = zsig[b, l, first:stop]
-                dz_row = dz[b, l, first:stop]
-                for c in range(w):
-                    s = s_row[c]
-                    dz_row[c] = do_row[c] * (y[c] + d_row[c] * u_row[c]) * s * (
-                        one + z_row[c] * (one - s))
-                    dy_row[c] = do_row[c] * z_row[c] * s
-            else:
-                for c in range(w):
-                    dy_row[c] = do_row[c]
         # Adjoint, chunk by chunk from the end; dh carries Ā_{p+1} dh_{p+1}.
         dh = np.empty((state, w), u.dtype)
         for n in range(state):
@@ -323,7 +314,7 @@ def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
         for j in range(checkpoints - 1, -1, -1):
             p0 = j * chunk
             p1 = min(p0 + chunk, length)
-            hs[0] = saved[j]
+            hs[0] = saved[b, j, :, first:stop]
             for p in range(p0, p1):
                 l = length - 1 - p if reverse else p
                 _scan_1d_position(l, hs[p - p0], hs[p - p0 + 1], a_bar[p - p0], u, dts, A,
@@ -332,7 +323,12 @@ def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, h0, dout, dlast,
                 l = length - 1 - p if reverse else p
                 u_row = u[b, l, first:stop]
                 dt_row = dts[b, l, first:stop]
-                dy_row = dys[p]
+                if has_z:
+                    _gate_adjoint(dout[b, l, first:stop], y_pre[b, l, first:stop],
+                                  z[b, l, first:stop], zsig[b, l, first:stop],
+                                  dz[b, l, first:stop], dy_row)
+                else:
+                    dy_row[:] = dout[b, l, first:stop]
                 for c in range(w):
                     dtu[c] = dt_row[c] * u_row[c]
                     da_sum[c] = zero
@@ -438,14 +434,20 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, width,
-                     out):  # pragma: no cover
+def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, width, chunk,
+                     out, saved, y_pre):  # pragma: no cover
     """Forward 2D scan in one row-major sweep, h carried per column. ``u, dts, gate, out:
-    [b, H, W, d]``, ``A, R: [state, d]``, ``Bt, Ct: [b, g, H, W, state]``."""
+    [b, H, W, d]``, ``A, R: [state, d]``, ``Bt, Ct: [b, g, H, W, state]``.
+
+    For the backward, if ``saved`` has rows: the column states h before every ``chunk``-th
+    row into ``saved: [b, H / chunk, W, state, d]`` and, with z, the output before the gate
+    into ``y_pre``.
+    """
     batch, height, grid_width, channels = u.shape
     groups = Bt.shape[1]
     state = A.shape[0]
     blocks = -(-channels_per_group // width)
+    keep = saved.shape[0] > 0
     none = np.empty((0, 0, 0), u.dtype)
     for task in numba.prange(batch * groups * blocks):
         b, g, _, first, stop = _block(task, groups, blocks, channels_per_group, width)
@@ -457,6 +459,8 @@ def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, w
         ys = np.empty((grid_width, w), u.dtype)
         d_row = D[first:stop]
         for i in range(height):
+            if keep and i % chunk == 0:
+                saved[b, i // chunk, :, :, first:stop] = h_col
             _scan_2d_row(i, h_col, h_next, none, u, dts, A, Bt, Ct, R, b, g, first, stop,
                          g_run, dtu, ys)
             h_col, h_next = h_next, h_col
@@ -464,72 +468,47 @@ def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, w
                 u_row = u[b, i, j, first:stop]
                 o_row = out[b, i, j, first:stop]
                 y = ys[j]
+                for c in range(w):
+                    y[c] += d_row[c] * u_row[c]
                 if has_z:
                     gate_row = gate[b, i, j, first:stop]
                     for c in range(w):
-                        o_row[c] = (y[c] + d_row[c] * u_row[c]) * gate_row[c]
+                        o_row[c] = y[c] * gate_row[c]
+                    if keep:
+                        y_pre[b, i, j, first:stop] = y
                 else:
-                    for c in range(w):
-                        o_row[c] = y[c] + d_row[c] * u_row[c]
+                    o_row[:] = y
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, dout, delta_softplus, has_z,
-                      channels_per_group, width, chunk, du, ddelta, dz, dA_part, dR_part,
-                      dD_part, dB_part, dC_part):  # pragma: no cover
+def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
+                      delta_softplus, has_z, channels_per_group, width, chunk, du, ddelta, dz,
+                      dA_part, dR_part, dD_part, dB_part, dC_part):  # pragma: no cover
     """Backward 2D scan; derivation in :class:`_SelectiveScan2d`, layouts as in
-    :func:`_scan_2d_forward`, task ownership as in :func:`_scan_1d_backward`.
+    :func:`_scan_2d_forward` (whose checkpoints and pre-gate output it reads), task ownership
+    as in :func:`_scan_1d_backward`.
 
-    Checkpoints are the column states h at every ``chunk``-th row; each chunk of rows is then
-    recomputed from its checkpoint (h and g of ``chunk`` rows; Ā is recomputed where needed,
-    which costs less than the memory traffic of keeping it) and swept bottom-up, each row
-    right-to-left.
+    Each chunk of rows, from the last, is recomputed from its checkpoint (h and g of
+    ``chunk`` rows; Ā is recomputed where needed, which costs less than the memory traffic of
+    keeping it) and swept bottom-up, each row right-to-left.
     """
     batch, height, grid_width, channels = u.shape
     groups = Bt.shape[1]
     state = A.shape[0]
     blocks = -(-channels_per_group // width)
     checkpoints = -(-height // chunk)
-    one = u.dtype.type(1)
     zero = u.dtype.type(0)
-    none = np.empty((0, 0, 0), u.dtype)
     for task in numba.prange(batch * groups * blocks):
         b, g, k, first, stop = _block(task, groups, blocks, channels_per_group, width)
         w = stop - first
-        saved = np.empty((checkpoints, grid_width, state, w), u.dtype)
         hs = np.empty((chunk + 1, grid_width, state, w), u.dtype)
         gs = np.empty((chunk, grid_width, state, w), u.dtype)
-        dys = np.empty((height, grid_width, w), u.dtype)
-        h_col = np.zeros((grid_width, state, w), u.dtype)
-        h_next = np.empty((grid_width, state, w), u.dtype)
         g_run = np.empty((state, w), u.dtype)
         dtu = np.empty(w, u.dtype)
         ys = np.empty((grid_width, w), u.dtype)
+        dy_row = np.empty(w, u.dtype)
         no_g = np.zeros((state, w), u.dtype)
         d_row = D[first:stop]
-        for i in range(height):
-            if i % chunk == 0:
-                saved[i // chunk] = h_col
-            _scan_2d_row(i, h_col, h_next, none, u, dts, A, Bt, Ct, R, b, g, first, stop,
-                         g_run, dtu, ys)
-            h_col, h_next = h_next, h_col
-            for j in range(grid_width):
-                do_row = dout[b, i, j, first:stop]
-                dy_row = dys[i, j]
-                if has_z:
-                    u_row = u[b, i, j, first:stop]
-                    z_row = z[b, i, j, first:stop]
-                    s_row = zsig[b, i, j, first:stop]
-                    dz_row = dz[b, i, j, first:stop]
-                    y = ys[j]
-                    for c in range(w):
-                        s = s_row[c]
-                        dz_row[c] = do_row[c] * (y[c] + d_row[c] * u_row[c]) * s * (
-                            one + z_row[c] * (one - s))
-                        dy_row[c] = do_row[c] * z_row[c] * s
-                else:
-                    for c in range(w):
-                        dy_row[c] = do_row[c]
         # Adjoints: dh_col[j] carries Ā_{i+1,j} dh_{i+1,j}, dg_run carries Ā_{i,j+1} dg_{i,j+1}.
         dh_col = np.zeros((grid_width, state, w), u.dtype)
         dg_run = np.empty((state, w), u.dtype)
@@ -541,7 +520,7 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, dout, delta_softplu
         for m in range(checkpoints - 1, -1, -1):
             i0 = m * chunk
             i1 = min(i0 + chunk, height)
-            hs[0] = saved[m]
+            hs[0] = saved[b, m, :, :, first:stop]
             for i in range(i0, i1):
                 _scan_2d_row(i, hs[i - i0], hs[i - i0 + 1], gs[i - i0], u, dts, A, Bt, Ct, R,
                              b, g, first, stop, g_run, dtu, ys)
@@ -550,7 +529,12 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, dout, delta_softplu
                 for j in range(grid_width - 1, -1, -1):
                     u_row = u[b, i, j, first:stop]
                     dt_row = dts[b, i, j, first:stop]
-                    dy_row = dys[i, j]
+                    if has_z:
+                        _gate_adjoint(dout[b, i, j, first:stop], y_pre[b, i, j, first:stop],
+                                      z[b, i, j, first:stop], zsig[b, i, j, first:stop],
+                                      dz[b, i, j, first:stop], dy_row)
+                    else:
+                        dy_row[:] = dout[b, i, j, first:stop]
                     for c in range(w):
                         dtu[c] = dt_row[c] * u_row[c]
                         da_sum[c] = zero
@@ -874,32 +858,39 @@ class _SelectiveScan1d(torch.autograd.Function):
         out = _nan((batch, length, channels), np_dtype)
         last = _nan((batch, channels, state), np_dtype)
         cpg = channels // groups
-        width, _, _ = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+        width, _, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+        # What the backward needs beyond the inputs: checkpoints of the state (one per
+        # chunk, O(batch · channel · state · √length)) and, with z, the output before the gate.
+        keep = any(ctx.needs_input_grad)
+        saved = _nan((batch, -(-length // chunk), state, channels) if keep else (0, 0, 0, 0),
+                     np_dtype)
+        y_pre = _nan((batch, length, channels) if keep and z is not None else (0, 0, 0),
+                     np_dtype)
         x, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
         _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
                          t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
-                         h0.numpy(), z is not None, bool(reverse), cpg, width, out, last)
+                         h0.numpy(), z is not None, bool(reverse), cpg, width, chunk, out, last,
+                         saved, y_pre)
         del gate
-        # A zero initial state is rebuilt in the backward rather than kept alive until then.
         ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"],
-                              h0 if initial_state is not None else None)
+                              torch.from_numpy(saved), torch.from_numpy(y_pre))
+        ctx.chunk = chunk
         ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias, initial_state)
         ctx.flags = (bool(delta_softplus), z is not None, bool(reverse), groups)
         return _channel_first(out).to(u.dtype), torch.from_numpy(last).to(u.dtype)
 
     @staticmethod
     def backward(ctx, dout, dlast):
-        u, x, dts, A, Bt, Ct, D, R, z, h0 = ctx.saved_tensors
+        u, x, dts, A, Bt, Ct, D, R, z, saved, y_pre = ctx.saved_tensors
         delta_softplus, has_z, reverse, groups = ctx.flags
         batch, length, channels = u.shape
         state = A.shape[0]
-        if h0 is None:
-            h0 = torch.zeros(batch, channels, state, dtype=u.dtype)
         np_dtype = u.numpy().dtype
         dout = _channel_last(dout, u.dtype).numpy()
         dlast = dlast.detach().to(u.dtype).contiguous().numpy()
         cpg = channels // groups
-        width, blocks, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+        width, blocks, _ = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+        chunk = ctx.chunk  # the checkpoints' spacing
         du = _nan((batch, length, channels), np_dtype)
         ddelta = _nan((batch, length, channels), np_dtype)
         dz = _nan((batch, length, channels) if has_z else (0, 0, 0), np_dtype)
@@ -910,10 +901,10 @@ class _SelectiveScan1d(torch.autograd.Function):
         dB_part = _nan((batch, groups, blocks, length, state), np_dtype)
         dC_part = _nan((batch, groups, blocks, length, state), np_dtype)
         dsp, zsig = _step_grads(x, z, delta_softplus)
-        _scan_1d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
-                          R.numpy(), z.numpy(), zsig, h0.numpy(), dout, dlast, delta_softplus,
-                          has_z, reverse, cpg, width, chunk, du, ddelta, dz, dh0, dA_part,
-                          dR_part, dD_part, dB_part, dC_part)
+        _scan_1d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(),
+                          D.numpy(), R.numpy(), z.numpy(), zsig, y_pre.numpy(), saved.numpy(),
+                          dout, dlast, delta_softplus, has_z, reverse, cpg, width, chunk, du,
+                          ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part, dC_part)
         need = ctx.needs_input_grad
         return (
             *_input_grads(ctx.meta, need, 1, du, ddelta, dz, dA_part, dR_part, dD_part,
@@ -951,29 +942,40 @@ class _SelectiveScan2d(torch.autograd.Function):
         dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
         out = _nan((batch, height, width, channels), t["u"].numpy().dtype)
         cpg = channels // groups
-        block, _, _ = _blocking(batch, groups, cpg, height,
-                                width * A.shape[1] * t["u"].numpy().dtype.itemsize)
+        state = A.shape[1]
+        np_dtype = t["u"].numpy().dtype
+        block, _, chunk = _blocking(batch, groups, cpg, height, width * state * np_dtype.itemsize)
+        # Checkpoints of the column states every chunk rows, O(batch · channel · state · width ·
+        # √height), and with z the output before the gate: what the backward needs besides
+        # the inputs.
+        keep = any(ctx.needs_input_grad)
+        saved = _nan((batch, -(-height // chunk), width, state, channels) if keep
+                     else (0, 0, 0, 0, 0), np_dtype)
+        y_pre = _nan((batch, height, width, channels) if keep and z is not None
+                     else (0, 0, 0, 0), np_dtype)
         x, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
         _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
                          t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
-                         z is not None, cpg, block, out)
+                         z is not None, cpg, block, chunk, out, saved, y_pre)
         del gate
-        ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"])
+        ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"],
+                              torch.from_numpy(saved), torch.from_numpy(y_pre))
+        ctx.chunk = chunk
         ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias)
         ctx.flags = (bool(delta_softplus), z is not None, groups)
         return _channel_first(out).to(u.dtype)
 
     @staticmethod
     def backward(ctx, dout):
-        u, x, dts, A, Bt, Ct, D, R, z = ctx.saved_tensors
+        u, x, dts, A, Bt, Ct, D, R, z, saved, y_pre = ctx.saved_tensors
         delta_softplus, has_z, groups = ctx.flags
         batch, height, width, channels = u.shape
         state = A.shape[0]
         np_dtype = u.numpy().dtype
         dout = _channel_last(dout, u.dtype).numpy()
         cpg = channels // groups
-        block, blocks, chunk = _blocking(batch, groups, cpg, height,
-                                         width * state * np_dtype.itemsize)
+        block, blocks, _ = _blocking(batch, groups, cpg, height, width * state * np_dtype.itemsize)
+        chunk = ctx.chunk  # the checkpoints' spacing
         grid = (batch, height, width, channels)
         du = _nan(grid, np_dtype)
         ddelta = _nan(grid, np_dtype)
@@ -984,9 +986,10 @@ class _SelectiveScan2d(torch.autograd.Function):
         dB_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
         dC_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
         dsp, zsig = _step_grads(x, z, delta_softplus)
-        _scan_2d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(), D.numpy(),
-                          R.numpy(), z.numpy(), zsig, dout, delta_softplus, has_z, cpg, block,
-                          chunk, du, ddelta, dz, dA_part, dR_part, dD_part, dB_part, dC_part)
+        _scan_2d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(),
+                          D.numpy(), R.numpy(), z.numpy(), zsig, y_pre.numpy(), saved.numpy(),
+                          dout, delta_softplus, has_z, cpg, block, chunk, du, ddelta, dz,
+                          dA_part, dR_part, dD_part, dB_part, dC_part)
         return (
             *_input_grads(ctx.meta, ctx.needs_input_grad, 2, du, ddelta, dz, dA_part,
                           dR_part, dD_part, dB_part, dC_part),
