@@ -161,7 +161,7 @@ def compare(kind, fast, device, batch, channels, state, side, repeats):
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS / "scan.json")
     args = parser.parse_args(argv)
     batch, channels, side = 4, 128, 44

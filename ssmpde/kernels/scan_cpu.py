@@ -9,19 +9,24 @@ The same two scans as :mod:`ssmpde.kernels.reference` (the oracle; semantics in
 
 Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
 
-* Nothing of size ``[batch, channel, state, length]`` is ever stored. The forward keeps only
-  the running state; the backward **recomputes** the states of one (batch, channel) pair at a
-  time into a per-thread scratch of ``O(state · length)`` and sweeps the adjoint back over it.
-  Saved tensors are the (cast, contiguous) inputs: ``O(batch · channel · length)`` plus B, C.
+* Nothing of size ``[batch, channel, state, length]`` is ever stored. The forward keeps the
+  state only at checkpoints, every ``chunk`` ≈ √(steps / 2) positions (1D) or rows (2D), plus
+  the output before the gate; the backward **recomputes** one chunk at a time from its
+  checkpoint into a per-thread scratch that stays in cache and sweeps the adjoint back over
+  it. Saved: the inputs, Δ, the pre-gate output (``O(batch · channel · length)`` each) and
+  the checkpoints (``O(batch · channel · state · √length)`` in 1D).
 * Accumulation is in the compute dtype: float64 for float64 inputs, float32 otherwise.
 * Ā = exp(Δ A) is formed at each position from Δ ≥ 0 and A < 0, so it lies in (0, 1]; no
   cumulative product or cumulative sum is ever exponentiated, and the state h_{l-1} needed in
   the backward is read from the recomputed scratch, never recovered by dividing by Ā.
-* Speed: the loops over ``state`` are what LLVM vectorises, so they hold no libm call (Ā uses
-  :func:`_exp`, an inlined polynomial exp within 1 ulp of np.exp) and their sums may be
-  reassociated (``fastmath`` without nnan/ninf). The per-position softplus and sigmoids are
-  computed beforehand by torch (:func:`_steps`), vectorised, as O(batch · channel · length)
-  temporaries that are not saved.
+* Speed: every kernel works on a block of up to 128 channels of one (batch, group) at a time,
+  channel-last, so its innermost loops run over contiguous, independent channels that LLVM
+  vectorises at full width whatever the state size (B_l, C_l are scalars there). Those loops
+  hold no libm call (Ā uses :func:`_exp`, an inlined polynomial exp within 1 ulp of np.exp)
+  and their sums may be reassociated (``fastmath`` without nnan/ninf). The per-position
+  softplus and sigmoids are computed by torch (:func:`_steps`, :func:`_step_grads`).
+  (A first version vectorised over ``state`` instead; at state 16 LLVM's unrolled vector body
+  never ran and the kernels were scalar, 2-3x slower.)
 * Output and gradient buffers start as NaN (the trick of flash-linear-attention's tests), so an
   element a kernel forgets to write fails every comparison instead of passing as zero.
 

@@ -8,7 +8,6 @@ state, and a 4096-step sequence on which a cumulative-product formulation breaks
 import math
 
 import numba
-
 import pytest
 import torch
 from hypothesis import given, settings
