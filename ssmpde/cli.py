@@ -109,6 +109,11 @@ def _build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="describe a dataset file",
                                description="Print dims, variables, config and size of a dataset.")
     info.add_argument("path", help="netCDF (.nc) file or zarr store")
+    models = commands.add_parser("models", help="list the surrogate models and their presets",
+                                 description="List the registered surrogate models with their "
+                                             "presets and parameter counts.")
+    models.add_argument("--describe", metavar="MODEL",
+                        help="print every preset's full config and parameter count")
     return parser
 
 
@@ -133,6 +138,13 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _models(args: argparse.Namespace) -> int:
+    from .surrogates import describe_models
+
+    print(describe_models(args.describe))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmpde`` command; returns the exit status."""
     from .data import DatasetFileError, SchemaError
@@ -140,13 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = _build_parser()
     args = parser.parse_args(argv)
-    handlers = {"generate": _generate, "info": _info}
+    handlers = {"generate": _generate, "info": _info, "models": _models}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as interrupt:
         print(f"\nssmpde: {interrupt or 'interrupted'}", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, OSError, SchemaError, DatasetFileError,
+    except (ValueError, TypeError, OSError, ImportError, SchemaError, DatasetFileError,
             SolverDivergedError) as error:
         print(f"ssmpde: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,166 @@
+"""Surrogate models behind one registry and one config format.
+
+Each model lives in its own file with a frozen config dataclass and named presets, and
+registers itself with :func:`register_model`::
+
+    from ssmpde.surrogates import build_model, list_models
+    model = build_model("geomano", preset="darcy")            # the paper's Darcy configuration
+    model = build_model("geomano", preset="darcy", depth=4)   # a preset with overrides
+    same = model_from_json(model_to_json(model))               # configs round-trip through JSON
+
+Configs are plain JSON (``{"model": ..., "config": {...}, "ssmpde_version": ...}``), never
+pickles; a checkpoint is that JSON next to a safetensors state dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from typing import Any
+
+from torch import nn
+
+__all__ = ["build_model", "config_from_dict", "describe_models", "get_model_class",
+           "list_models", "model_from_json", "model_to_json", "parameter_count",
+           "register_model"]
+
+_MODELS: dict[str, type[nn.Module]] = {}
+
+
+def register_model(name: str):
+    """Class decorator: make ``cls`` buildable as ``build_model(name, ...)``.
+
+    The class must define ``Config`` (a frozen dataclass), ``PRESETS`` (preset name → dict of
+    config values) and take its config as the only constructor argument.
+    """
+
+    def decorator(cls):
+        for attribute in ("Config", "PRESETS"):
+            if not hasattr(cls, attribute):
+                raise TypeError(f"model {cls.__name__} needs a {attribute} class attribute")
+        if name in _MODELS and _MODELS[name] is not cls:
+            raise ValueError(f"a model is already registered as {name!r}")
+        cls.name = name
+        _MODELS[name] = cls
+        return cls
+
+    return decorator
+
+
+def _load_builtin_models() -> None:
+    from . import fno, geomano  # noqa: F401  (registration on import)
+
+
+def list_models() -> list[str]:
+    """Names of the registered models, sorted."""
+    _load_builtin_models()
+    return sorted(_MODELS)
+
+
+def get_model_class(name: str) -> type[nn.Module]:
+    """The model class registered as ``name``; a ValueError with suggestions otherwise."""
+    _load_builtin_models()
+    if name not in _MODELS:
+        close = difflib.get_close_matches(name, _MODELS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))}."
+                         + hint)
+    return _MODELS[name]
+
+
+def config_from_dict(name: str, values: dict[str, Any] | None = None, *,
+                     preset: str | None = None):
+    """The config of model ``name``: its defaults, then ``preset``, then ``values``.
+
+    JSON lists become tuples where the field is a tuple; unknown keys and unknown presets
+    raise ValueError naming the valid ones.
+    """
+    cls = get_model_class(name)
+    merged: dict[str, Any] = {}
+    if preset is not None:
+        if preset not in cls.PRESETS:
+            raise ValueError(f"unknown preset {preset!r} for {name}; available: "
+                             f"{', '.join(sorted(cls.PRESETS))}")
+        merged.update(cls.PRESETS[preset])
+    merged.update(values or {})
+    fields = {f.name: f for f in dataclasses.fields(cls.Config)}
+    unknown = sorted(set(merged) - set(fields))
+    if unknown:
+        hints = [f"{key!r} (did you mean {difflib.get_close_matches(key, fields, n=1)[0]!r}?)"
+                 if difflib.get_close_matches(key, fields, n=1) else repr(key) for key in unknown]
+        raise ValueError(f"unknown {name} option(s): {', '.join(hints)}; valid options: "
+                         f"{', '.join(fields)}")
+    hints = typing.get_type_hints(cls.Config)
+    for key, value in merged.items():
+        if isinstance(value, list) and typing.get_origin(hints[key]) is tuple:
+            merged[key] = tuple(value)
+    return cls.Config(**merged)
+
+
+def build_model(name: str, *, preset: str | None = None, **config) -> nn.Module:
+    """Build model ``name`` from its defaults, a ``preset`` and keyword overrides.
+
+    Every check of the configuration happens here, before any tensor is allocated.
+
+    Examples
+    --------
+    >>> model = build_model("geomano", preset="darcy", depth=1, width=8, grid=(9, 9),
+    ...                     latent_grid=(3, 3))
+    >>> sum(p.numel() for p in model.parameters()) > 0
+    True
+    """
+    return get_model_class(name)(config_from_dict(name, config, preset=preset))
+
+
+def model_to_json(model: nn.Module) -> str:
+    """The model's name and config as JSON (with the ssmpde version that wrote it)."""
+    from ssmpde import __version__
+
+    return json.dumps({"model": model.name, "config": dataclasses.asdict(model.config),
+                       "ssmpde_version": __version__}, indent=2)
+
+
+def model_from_json(text: str) -> nn.Module:
+    """A freshly initialised model from :func:`model_to_json`'s output."""
+    try:
+        record = json.loads(text)
+        name, values = record["model"], record["config"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"not a model config (expected JSON with 'model' and 'config'): "
+                         f"{error}") from error
+    return build_model(name, **values)
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def describe_models(name: str | None = None) -> str:
+    """A table of every model's presets and parameter counts; with ``name``, that model's
+    presets in full (the config JSON of each).
+
+    Building a preset needs the model's dependencies; one that is missing is reported in
+    place of the count.
+    """
+    names = [get_model_class(name).name] if name else list_models()
+    lines = []
+    if not name:
+        lines += ["| model | preset | parameters |", "|---|---|---|"]
+    for model_name in names:
+        cls = get_model_class(model_name)
+        for preset in sorted(cls.PRESETS):
+            try:
+                model = build_model(model_name, preset=preset)
+                count = f"{parameter_count(model):,}"
+            except ImportError as error:
+                model, count = None, f"unavailable ({error})"
+            if not name:
+                lines.append(f"| {model_name} | {preset} | {count} |")
+                continue
+            config = dataclasses.asdict(config_from_dict(model_name, preset=preset))
+            lines += [f"{model_name} preset {preset!r}: {count} parameters",
+                      json.dumps(config, indent=2), ""]
+    return "\n".join(lines).rstrip()

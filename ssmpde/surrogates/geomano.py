@@ -1,0 +1,211 @@
+r"""GeoMaNO, the Geometric Mamba Neural Operator (Han, Zhang, Samaras, Hou, Qin, 2025).
+
+Pipeline (Eq. 5): a → geometry-aware encoder (Eq. 6) → depth × pre-norm GeoMamba layers
+(Eq. 8, mixer of Algorithm 1 with the corrected scans of Eq. 9 / Eq. 10) → decoder (Eq. 7) → u.
+The building blocks are in :mod:`ssmpde.surrogates.layers`; equation numbers refer to the paper
+as summarised in ``shared/specs/surrogates.md``.
+
+Presets follow the paper's best configurations (Table 3, Tables 4–5):
+
+* ``darcy``: 85×85 → 85×85, 2D scan, correction ``0011``, no positional encoding, width 64,
+  depth 8, state 16;
+* ``navier-stokes``: 64×64, 10 frames folded into channels → the next frame, 1D ("vanilla")
+  scan, learnable correction, positional encoding, width 256, depth 8, state 16.
+
+The latent token grids (17×17 and 16×16) and the MLP ratio are not given in the spec; they
+are this package's choices, stated in the config.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ssmpde.kernels import BACKENDS
+
+from . import register_model
+from .layers import (
+    CORRECTIONS,
+    GeometryDecoder,
+    GeometryEncoder,
+    ResidualLayer,
+    SelectiveScanMixer,
+)
+
+__all__ = ["GeoMaNO", "GeoMaNOConfig"]
+
+
+@dataclass(frozen=True)
+class GeoMaNOConfig:
+    """Configuration of :class:`GeoMaNO`; validated on construction.
+
+    Attributes
+    ----------
+    in_channels, out_channels : int
+        Channels of the input and output fields (for time-dependent data, frames folded into
+        channels).
+    grid : tuple of int
+        The data grid, ``(height, width)`` or ``(length,)``.
+    latent_grid : tuple of int
+        The grid of latent tokens the layers scan, same number of dimensions as ``grid`` and
+        no larger than it in any dimension.
+    width : int
+        Token channels (the paper's embedding dimension).
+    depth : int
+        Number of GeoMaNO layers.
+    state_size : int
+        SSM state per channel (d_state).
+    expand : int
+        Inner width of the mixer as a multiple of ``width``.
+    mlp_ratio : int
+        Hidden width of each layer's MLP as a multiple of ``width``.
+    scan : {"1d", "2d"}
+        Four traversal-order 1D scans, or the 2D two-pass scan from the four corners.
+    correction : {"none", "0001", "0011", "0111", "learnable"}
+        Geometric correction R per direction.
+    positional_encoding : bool
+        Append the grid coordinates in [0, 1] to the input channels.
+    scan_backend : {"auto", "reference", "cpu", "triton"}
+        Which scan implementation runs; all compute the same function.
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    grid: tuple[int, ...] = (85, 85)
+    latent_grid: tuple[int, ...] = (17, 17)
+    width: int = 64
+    depth: int = 8
+    state_size: int = 16
+    expand: int = 2
+    mlp_ratio: int = 2
+    scan: str = "2d"
+    correction: str = "0011"
+    positional_encoding: bool = False
+    scan_backend: str = "auto"
+
+    def __post_init__(self):
+        for name in ("in_channels", "out_channels", "width", "depth", "state_size", "expand",
+                     "mlp_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GeoMaNO {name} must be a positive integer, got {value!r}")
+        for name in ("grid", "latent_grid"):
+            value = getattr(self, name)
+            if (not isinstance(value, tuple) or len(value) not in (1, 2)
+                    or not all(isinstance(n, int) and n >= 1 for n in value)):
+                raise ValueError(f"GeoMaNO {name} must be a tuple of one or two positive "
+                                 f"integers, got {value!r}")
+        if len(self.latent_grid) != len(self.grid):
+            raise ValueError(f"latent_grid {self.latent_grid} must have as many dimensions as "
+                             f"grid {self.grid}")
+        if any(n > m for n, m in zip(self.latent_grid, self.grid)):
+            raise ValueError(f"latent_grid {self.latent_grid} is larger than the grid "
+                             f"{self.grid} in some dimension; the encoder pools points into "
+                             "fewer tokens, so choose at most the grid size")
+        if self.scan not in ("1d", "2d"):
+            raise ValueError(f"scan must be '1d' or '2d', got {self.scan!r}")
+        if self.scan == "2d" and len(self.grid) != 2:
+            raise ValueError(f"scan='2d' needs a 2D grid, got grid {self.grid}; use scan='1d'")
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"unknown correction {self.correction!r}; choose one of "
+                             f"{', '.join(CORRECTIONS)}")
+        if self.correction not in ("none", "learnable") and len(self.grid) != 2:
+            raise ValueError(f"correction={self.correction!r} names four scan directions; a "
+                             "1D grid has two: use 'none' or 'learnable'")
+        if self.scan_backend not in BACKENDS:
+            raise ValueError(f"unknown scan_backend {self.scan_backend!r}; choose one of "
+                             f"{BACKENDS}")
+        if not isinstance(self.positional_encoding, bool):
+            raise ValueError("positional_encoding must be true or false")
+
+
+@register_model("geomano")
+class GeoMaNO(nn.Module):
+    r"""Geometric Mamba Neural Operator.
+
+    .. math:: u = \mathcal{D} \circ \mathcal{L}_T \circ \dots \circ \mathcal{L}_1 \circ
+              \mathcal{E}(a)
+
+    with the encoder :math:`\mathcal{E}` (Eq. 6), layers
+    :math:`\mathcal{L}_t(Z) = S + \mathrm{MLP}(\mathrm{LN}(S))`,
+    :math:`S = Z + \mathrm{GeoMamba}(\mathrm{LN}(Z))` (Eq. 8) and the decoder
+    :math:`\mathcal{D}` (Eq. 7).
+
+    Parameters
+    ----------
+    config : GeoMaNOConfig
+
+    Shapes
+    ------
+    ``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``.
+
+    Examples
+    --------
+    >>> from ssmpde.surrogates import build_model
+    >>> model = build_model("geomano", preset="darcy", grid=(29, 29), latent_grid=(5, 5),
+    ...                     depth=2, width=16)
+    >>> model(torch.randn(3, 1, 29, 29)).shape
+    torch.Size([3, 1, 29, 29])
+    """
+
+    Config = GeoMaNOConfig
+    PRESETS = {
+        "darcy": dict(in_channels=1, out_channels=1, grid=(85, 85), latent_grid=(17, 17),
+                      width=64, depth=8, state_size=16, scan="2d", correction="0011",
+                      positional_encoding=False),
+        "navier-stokes": dict(in_channels=10, out_channels=1, grid=(64, 64),
+                              latent_grid=(16, 16), width=256, depth=8, state_size=16,
+                              scan="1d", correction="learnable", positional_encoding=True),
+    }
+
+    def __init__(self, config: GeoMaNOConfig):
+        super().__init__()
+        if not isinstance(config, GeoMaNOConfig):
+            raise TypeError(f"expected a GeoMaNOConfig, got {type(config).__name__}; use "
+                            "ssmpde.surrogates.build_model('geomano', ...)")
+        self.config = config
+        dims = len(config.grid)
+        features = config.in_channels + (dims if config.positional_encoding else 0)
+        if config.positional_encoding:
+            axes = [torch.linspace(0.0, 1.0, n) for n in config.grid]
+            coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0)
+            self.register_buffer("coordinates", coords, persistent=False)
+        self.encoder = GeometryEncoder(features, config.width, config.latent_grid)
+        self.layers = nn.ModuleList(
+            ResidualLayer(config.width,
+                          SelectiveScanMixer(config.width, spatial_dims=dims,
+                                             state_size=config.state_size,
+                                             expand=config.expand, scan=config.scan,
+                                             correction=config.correction,
+                                             scan_backend=config.scan_backend),
+                          mlp_ratio=config.mlp_ratio)
+            for _ in range(config.depth))
+        self.decoder = GeometryDecoder(config.width, config.out_channels, config.grid)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
+        expected = (self.config.in_channels, *self.config.grid)
+        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
+            raise ValueError(f"GeoMaNO expects input [batch, {', '.join(map(str, expected))}] "
+                             f"(in_channels, *grid of its config), got {list(x.shape)}")
+        if self.config.positional_encoding:
+            coords = self.coordinates.to(x.dtype).expand(x.shape[0], *self.coordinates.shape)
+            x = torch.cat([x, coords], dim=1)
+        tokens = self.encoder(x)
+        for layer in self.layers:
+            tokens = layer(tokens)
+        return self.decoder(tokens)
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (f"grid={c.grid}, latent_grid={c.latent_grid}, width={c.width}, "
+                f"depth={c.depth}, scan={c.scan!r}, correction={c.correction!r}, "
+                f"parameters={sum(p.numel() for p in self.parameters()):,}")
+
+
+def latent_tokens(config: GeoMaNOConfig) -> int:
+    """Number of latent tokens the layers scan."""
+    return math.prod(config.latent_grid)

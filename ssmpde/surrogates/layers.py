@@ -1,0 +1,263 @@
+r"""Building blocks shared by the SSM surrogates (``shared/specs/surrogates.md``).
+
+* :class:`SelectiveScanMixer`, the selective SSM block (S6) with multi-direction scans, per
+  direction Δ/B/C projections, A, D and the geometric correction R: GeoMaNO's GeoMamba
+  kernel (Algorithm 1; Eq. 9 for the 1D scan, Eq. 10 for the 2D scan). It calls
+  :mod:`ssmpde.kernels`, never loops of its own.
+* :class:`ResidualLayer`, the pre-norm residual layer (GeoMaNO Eq. 8):
+  S = Z + Mixer(LN(Z)), Z' = S + MLP(LN(S)).
+* :class:`GeometryEncoder` and :class:`GeometryDecoder` (GeoMaNO Eq. 6 and 7): input-adaptive
+  softmax weights between the P grid points and the L latent tokens, which keep a grid
+  arrangement.
+
+Tensors are ``[batch, channel, *grid]`` throughout, with grids of one or two dimensions.
+
+References
+----------
+X. Han, J. Zhang, D. Samaras, F. Hou, H. Qin, "GeoMaNO: Geometric Mamba Neural Operator for
+Partial Differential Equations", 2025.
+A. Gu and T. Dao, "Mamba: Linear-time sequence modeling with selective state spaces", 2023.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ssmpde.kernels import (
+    cross_merge,
+    cross_merge_2d,
+    cross_scan,
+    cross_scan_2d,
+    selective_scan,
+    selective_scan_2d,
+)
+
+__all__ = ["CORRECTIONS", "GeometryDecoder", "GeometryEncoder", "ResidualLayer",
+           "SelectiveScanMixer", "channels_last", "channels_first"]
+
+#: Geometric corrections: none, fixed patterns (digit k: R ≡ 0 or 1 for direction k), learnable.
+CORRECTIONS = ("none", "0001", "0011", "0111", "learnable")
+
+
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    """``[batch, channel, *grid] -> [batch, *grid, channel]`` (a view)."""
+    return x.movedim(1, -1)
+
+
+def channels_first(x: torch.Tensor) -> torch.Tensor:
+    """``[batch, *grid, channel] -> [batch, channel, *grid]`` (a view)."""
+    return x.movedim(-1, 1)
+
+
+def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.log(-torch.expm1(-x))
+
+
+class SelectiveScanMixer(nn.Module):
+    r"""Selective SSM block over a grid of tokens (GeoMaNO Algorithm 1).
+
+    in_proj splits each token into x and the gate z; x passes a depthwise convolution (3×3 on
+    2D grids, width 4 causal on 1D ones) and SiLU, and is traversed in every direction
+    (four orders or four corners on 2D grids, forward and backward on 1D ones). Per
+    direction, Δ (rank ⌈E/16⌉, then up-projected), B and C are linear in x; A = −exp(A_log)
+    with A_log = log(1..N) (S4D-real), D = 1, Δ bias the inverse softplus of a log-uniform
+    draw in [1e-3, 1e-1]. The scan (Eq. 9, or Eq. 10 with ``scan="2d"``)
+
+    .. math:: h_l = \bar A_l h_{l-1} + \bar B_l x_l,\quad
+              y_l = C_l h_l - R\,\bar B_l x_l + D x_l
+
+    runs for all directions at once (directions folded into channels, B/C grouped by
+    direction); the directions are merged by summing, then LayerNorm, times SiLU(z), out_proj.
+
+    Parameters
+    ----------
+    width : int
+        Token channels E.
+    spatial_dims : {1, 2}
+        Grid dimensions of the tokens.
+    state_size : int
+        N, the SSM state per channel.
+    expand : int
+        E_inner = expand · E.
+    scan : {"1d", "2d"}
+        Traversal-order 1D scans, or the 2D two-pass scan from the four corners (2D grids).
+    correction : str
+        One of :data:`CORRECTIONS`. Fixed patterns need four directions (2D grids).
+    scan_backend : str
+        Passed to :func:`ssmpde.kernels.selective_scan` ("auto", "reference", "cpu",
+        "triton"); it does not change the mathematics.
+    """
+
+    def __init__(self, width: int, *, spatial_dims: int, state_size: int = 16, expand: int = 2,
+                 scan: str = "1d", correction: str = "none", scan_backend: str = "auto"):
+        super().__init__()
+        if spatial_dims not in (1, 2):
+            raise ValueError(f"spatial_dims must be 1 or 2, got {spatial_dims}")
+        if scan not in ("1d", "2d"):
+            raise ValueError(f"scan must be '1d' or '2d', got {scan!r}")
+        if scan == "2d" and spatial_dims != 2:
+            raise ValueError("scan='2d' needs a 2D grid; use scan='1d' for 1D grids")
+        if correction not in CORRECTIONS:
+            raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
+        directions = 4 if spatial_dims == 2 else 2
+        if correction not in ("none", "learnable") and directions != 4:
+            raise ValueError(f"correction={correction!r} names four directions; a 1D grid is "
+                             "scanned in two: use 'none' or 'learnable'")
+        inner = expand * width
+        rank = math.ceil(width / 16)
+        self.width, self.inner, self.rank = width, inner, rank
+        self.state_size, self.directions = state_size, directions
+        self.spatial_dims, self.scan, self.correction = spatial_dims, scan, correction
+        self.scan_backend = scan_backend
+
+        self.in_proj = nn.Linear(width, 2 * inner, bias=False)
+        if spatial_dims == 2:
+            self.conv = nn.Conv2d(inner, inner, 3, padding=1, groups=inner)
+        else:
+            self.conv = nn.Conv1d(inner, inner, 4, padding=3, groups=inner)
+        # Per-direction projections, stacked: x_proj gives (Δ rank, B, C) from x.
+        bound = inner ** -0.5
+        self.x_proj = nn.Parameter(
+            torch.empty(directions, rank + 2 * state_size, inner).uniform_(-bound, bound))
+        self.dt_proj = nn.Parameter(
+            torch.empty(directions, inner, rank).uniform_(-rank ** -0.5, rank ** -0.5))
+        dt = torch.exp(torch.empty(directions, inner).uniform_(math.log(1e-3), math.log(1e-1)))
+        self.dt_bias = nn.Parameter(_inverse_softplus(dt))
+        a_log = torch.log(torch.arange(1, state_size + 1, dtype=torch.float32))
+        self.A_log = nn.Parameter(a_log.repeat(directions * inner, 1))
+        self.D = nn.Parameter(torch.ones(directions * inner))
+        if correction == "learnable":
+            # Starts as plain Mamba (R = 0) and learns the correction.
+            self.R = nn.Parameter(torch.zeros(directions * inner, state_size))
+        elif correction == "none":
+            self.R = None
+        else:
+            mask = torch.tensor([float(c) for c in correction]).repeat_interleave(inner)
+            self.register_buffer("R", mask[:, None].expand(-1, state_size).contiguous())
+        self.norm = nn.LayerNorm(inner)
+        self.out_proj = nn.Linear(inner, width, bias=False)
+
+    def _directions(self, x: torch.Tensor) -> torch.Tensor:
+        if self.spatial_dims == 1:
+            return torch.stack([x, x.flip(-1)], dim=1)           # [b, 2, inner, L]
+        if self.scan == "2d":
+            return cross_scan_2d(x)                               # [b, 4, inner, H, W]
+        return cross_scan(x)                                      # [b, 4, inner, H·W]
+
+    def _merge(self, y: torch.Tensor, grid) -> torch.Tensor:
+        if self.spatial_dims == 1:
+            return y[:, 0] + y[:, 1].flip(-1)
+        if self.scan == "2d":
+            return cross_merge_2d(y)
+        return cross_merge(y, *grid)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[batch, width, *grid] -> [batch, width, *grid]``."""
+        batch, _, *grid = tokens.shape
+        x, z = channels_first(self.in_proj(channels_last(tokens))).chunk(2, dim=1)
+        x = self.conv(x)
+        if self.spatial_dims == 1:
+            x = x[..., : grid[0]]  # causal: keep the outputs that saw no future token
+        x = F.silu(x)
+        xs = self._directions(x)
+        projected = torch.einsum("bkd...,kcd->bkc...", xs, self.x_proj)
+        dt, B, C = projected.split([self.rank, self.state_size, self.state_size], dim=2)
+        dt = torch.einsum("bkr...,kdr->bkd...", dt, self.dt_proj)
+        A = -torch.exp(self.A_log)
+        scan = selective_scan_2d if self.scan == "2d" else selective_scan
+        y = scan(xs.flatten(1, 2).contiguous(), dt.flatten(1, 2).contiguous(), A,
+                 B.contiguous(), C.contiguous(), D=self.D, R=self.R,
+                 delta_bias=self.dt_bias.flatten(), delta_softplus=True,
+                 backend=self.scan_backend)
+        y = self._merge(y.unflatten(1, (self.directions, self.inner)), grid)
+        y = self.norm(channels_last(y)) * F.silu(channels_last(z))
+        return channels_first(self.out_proj(y))
+
+
+class ResidualLayer(nn.Module):
+    """Pre-norm residual layer (GeoMaNO Eq. 8): S = Z + Mixer(LN(Z)); Z' = S + MLP(LN(S)).
+
+    The MLP is Linear(E → mlp_ratio · E), GELU, Linear(→ E). ``[batch, width, *grid]`` in
+    and out.
+    """
+
+    def __init__(self, width: int, mixer: nn.Module, *, mlp_ratio: int = 2):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(width)
+        self.mixer = mixer
+        self.norm2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, mlp_ratio * width), nn.GELU(),
+                                 nn.Linear(mlp_ratio * width, width))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        s = tokens + self.mixer(channels_first(self.norm1(channels_last(tokens))))
+        return s + channels_first(self.mlp(self.norm2(channels_last(s))))
+
+
+class GeometryEncoder(nn.Module):
+    r"""Geometry-aware encoder (GeoMaNO Eq. 6): grid values to a grid of latent tokens.
+
+    .. math:: Y = \mathrm{GELU}(\mathrm{Linear}(X)),\quad
+              W = \mathrm{Softmax}_L(\mathrm{Linear}(Y)),\quad
+              Z = \mathrm{LayerNorm}(W^\top Y)
+
+    Each of the P grid points spreads its lifted features over the L latent tokens with
+    input-adaptive weights (softmax over tokens, so a one-hot W is patch embedding); the
+    tokens keep the ``latent_grid`` arrangement for the scans. The weights are computed per
+    point, so the encoder works on any number of points.
+
+    Parameters
+    ----------
+    in_channels : int
+        Channels of the input field (positional features included).
+    width : int
+        Token channels E.
+    latent_grid : tuple of int
+        Shape of the latent token grid (1D or 2D).
+    """
+
+    def __init__(self, in_channels: int, width: int, latent_grid: tuple[int, ...]):
+        super().__init__()
+        self.latent_grid = tuple(latent_grid)
+        self.lift = nn.Linear(in_channels, width)
+        self.weights = nn.Linear(width, math.prod(self.latent_grid))
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[batch, in_channels, *grid] -> [batch, width, *latent_grid]``."""
+        y = F.gelu(self.lift(x.flatten(2).transpose(1, 2)))       # [b, P, E]
+        w = torch.softmax(self.weights(y), dim=-1)                 # [b, P, L]
+        z = self.norm(w.transpose(1, 2) @ y)                       # [b, L, E]
+        return z.transpose(1, 2).unflatten(2, self.latent_grid)
+
+
+class GeometryDecoder(nn.Module):
+    r"""Decoder (GeoMaNO Eq. 7): latent tokens back to the grid.
+
+    .. math:: W = \mathrm{Softmax}_L(\mathrm{Linear}(Z)),\quad Y = W^\top Z,\quad
+              X = \mathrm{LayerNorm}(\mathrm{Linear}(Y))
+
+    ``Linear(Z)`` gives each latent token one logit per grid point (so the decoder is tied to
+    ``grid``); the softmax over tokens makes every point a convex combination of tokens. A
+    final linear head maps X to the output channels.
+    """
+
+    def __init__(self, width: int, out_channels: int, grid: tuple[int, ...]):
+        super().__init__()
+        self.grid = tuple(grid)
+        self.weights = nn.Linear(width, math.prod(self.grid))
+        self.proj = nn.Linear(width, width)
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, out_channels)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``[batch, width, *latent_grid] -> [batch, out_channels, *grid]``."""
+        tokens = z.flatten(2).transpose(1, 2)                      # [b, L, E]
+        w = torch.softmax(self.weights(tokens), dim=1)             # [b, L, P]
+        y = w.transpose(1, 2) @ tokens                             # [b, P, E]
+        out = self.head(self.norm(self.proj(y)))                   # [b, P, out]
+        return out.transpose(1, 2).unflatten(2, self.grid)
