@@ -1,4 +1,4 @@
-"""The solver benchmark scripts run end to end at tiny sizes and write their JSON."""
+"""The benchmark scripts run end to end at tiny sizes and write their JSON."""
 
 import json
 
@@ -21,3 +21,13 @@ def test_darcy_benchmark_runs(tmp_path):
                                "--out", str(out)])
     assert json.loads(out.read_text())["seconds_per_sample"] == result["seconds_per_sample"]
     assert max(result["max_difference_vs_baseline_relative"].values()) < 1e-10
+
+
+def test_geomano_benchmark_runs(tmp_path):
+    from benchmarks import bench_geomano
+
+    out = tmp_path / "geomano.json"
+    result = bench_geomano.main(["--tiny", "--batch-size", "2", "--out", str(out)])
+    assert json.loads(out.read_text())["speedup"] == result["speedup"] > 0
+    # float32 CPU scans against the float64 reference loops, same weights
+    assert result["output_difference"] < 1e-5

@@ -1,4 +1,4 @@
-"""The ssmpde command line: generate and info, including its error messages."""
+"""The ssmpde command line: generate, info and models, including its error messages."""
 
 import numpy as np
 import pytest
@@ -102,3 +102,20 @@ def test_generate_darcy(tmp_path, capsys):
                    "--out", str(tmp_path / "bad.nc"), "--no-progress"])
     assert status == 2
     assert "multiple of resolution - 1" in capsys.readouterr().err
+
+
+def test_models_lists_presets_with_parameter_counts(capsys):
+    assert main(["models"]) == 0
+    text = capsys.readouterr().out
+    assert "| geomano | darcy | 1,074,139 |" in text
+    assert "| geomano | navier-stokes | 8,100,865 |" in text
+    assert "| fno | darcy |" in text
+    assert main(["models", "--describe", "geomano"]) == 0
+    text = capsys.readouterr().out
+    assert "geomano preset 'darcy': 1,074,139 parameters" in text
+    assert '"correction": "0011"' in text and '"correction": "learnable"' in text
+
+
+def test_models_unknown_name(capsys):
+    assert main(["models", "--describe", "geomamba"]) == 2
+    assert "Did you mean 'geomano'" in capsys.readouterr().err

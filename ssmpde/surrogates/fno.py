@@ -102,6 +102,13 @@ class FNO(nn.Module):
             n_layers=config.depth,
             positional_embedding="grid" if config.positional_encoding else None)
 
+    def state_dict(self, *args, **kwargs):
+        """Tensors only: neuraloperator adds its init kwargs as a ``_metadata`` dict (for
+        pickling); our JSON config already holds them, and safetensors takes only tensors."""
+        state = super().state_dict(*args, **kwargs)
+        state.pop("_metadata", None)
+        return state
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         expected = (self.config.in_channels, *self.config.grid)
         if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
