@@ -107,12 +107,12 @@ def test_generate_darcy(tmp_path, capsys):
 def test_models_lists_presets_with_parameter_counts(capsys):
     assert main(["models"]) == 0
     text = capsys.readouterr().out
-    assert "| geomano | darcy | 1,074,139 |" in text
+    assert "| geomano | darcy | 1,074,267 |" in text
     assert "| geomano | navier-stokes | 8,100,865 |" in text
     assert "| fno | darcy |" in text
     assert main(["models", "--describe", "geomano"]) == 0
     text = capsys.readouterr().out
-    assert "geomano preset 'darcy': 1,074,139 parameters" in text
+    assert "geomano preset 'darcy': 1,074,267 parameters" in text
     assert '"correction": "0011"' in text and '"correction": "learnable"' in text
 
 

@@ -67,7 +67,11 @@ class GeoMaNOConfig:
     correction : {"none", "0001", "0011", "0111", "learnable"}
         Geometric correction R per direction.
     positional_encoding : bool
-        Append the grid coordinates in [0, 1] to the input channels.
+        Add a fixed sin-cos embedding of the latent token positions to the tokens (the
+        encoder always sees the point coordinates; this marks the token order for the scans).
+    point_skip : bool
+        Add the encoder's lifted point features to the decoder's before the output head (a
+        skip past the latent bottleneck; not in the paper's Eq. 7, which ``False`` gives).
     scan_backend : {"auto", "reference", "cpu", "triton"}
         Which scan implementation runs; all compute the same function.
     """
@@ -84,6 +88,7 @@ class GeoMaNOConfig:
     scan: str = "2d"
     correction: str = "0011"
     positional_encoding: bool = False
+    point_skip: bool = True
     scan_backend: str = "auto"
 
     def __post_init__(self):
@@ -118,8 +123,9 @@ class GeoMaNOConfig:
         if self.scan_backend not in BACKENDS:
             raise ValueError(f"unknown scan_backend {self.scan_backend!r}; choose one of "
                              f"{BACKENDS}")
-        if not isinstance(self.positional_encoding, bool):
-            raise ValueError("positional_encoding must be true or false")
+        for name in ("positional_encoding", "point_skip"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false")
 
 
 @register_model("geomano")
@@ -168,12 +174,19 @@ class GeoMaNO(nn.Module):
                             "ssmpde.surrogates.build_model('geomano', ...)")
         self.config = config
         dims = len(config.grid)
-        features = config.in_channels + (dims if config.positional_encoding else 0)
+        # The geometry the encoder sees: every point's coordinates in [0, 1] next to its
+        # values, so the input-adaptive weights can group points by where they are.
+        axes = [torch.linspace(0.0, 1.0, n) for n in config.grid]
+        self.register_buffer("coordinates",
+                             torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0),
+                             persistent=False)
+        features = config.in_channels + dims
         if config.positional_encoding:
-            axes = [torch.linspace(0.0, 1.0, n) for n in config.grid]
-            coords = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0)
-            self.register_buffer("coordinates", coords, persistent=False)
-        self.encoder = GeometryEncoder(features, config.width, config.latent_grid)
+            self.register_buffer("position_embedding",
+                                 sincos_embedding(config.width, config.latent_grid),
+                                 persistent=False)
+        self.encoder = GeometryEncoder(features, config.width, config.latent_grid,
+                                       config.grid)
         self.layers = nn.ModuleList(
             ResidualLayer(config.width,
                           SelectiveScanMixer(config.width, spatial_dims=dims,
@@ -183,7 +196,8 @@ class GeoMaNO(nn.Module):
                                              scan_backend=config.scan_backend),
                           mlp_ratio=config.mlp_ratio)
             for _ in range(config.depth))
-        self.decoder = GeometryDecoder(config.width, config.out_channels, config.grid)
+        self.decoder = GeometryDecoder(config.width, config.out_channels, config.grid,
+                                       config.latent_grid)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
@@ -191,13 +205,13 @@ class GeoMaNO(nn.Module):
         if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
             raise ValueError(f"GeoMaNO expects input [batch, {', '.join(map(str, expected))}] "
                              f"(in_channels, *grid of its config), got {list(x.shape)}")
+        coords = self.coordinates.to(x.dtype).expand(x.shape[0], *self.coordinates.shape)
+        tokens, points = self.encoder(torch.cat([x, coords], dim=1), return_points=True)
         if self.config.positional_encoding:
-            coords = self.coordinates.to(x.dtype).expand(x.shape[0], *self.coordinates.shape)
-            x = torch.cat([x, coords], dim=1)
-        tokens = self.encoder(x)
+            tokens = tokens + self.position_embedding.to(tokens.dtype)
         for layer in self.layers:
             tokens = layer(tokens)
-        return self.decoder(tokens)
+        return self.decoder(tokens, points if self.config.point_skip else None)
 
     def extra_repr(self) -> str:
         c = self.config
@@ -209,3 +223,22 @@ class GeoMaNO(nn.Module):
 def latent_tokens(config: GeoMaNOConfig) -> int:
     """Number of latent tokens the layers scan."""
     return math.prod(config.latent_grid)
+
+
+def sincos_embedding(width: int, grid: tuple[int, ...]) -> torch.Tensor:
+    """Fixed sin-cos position embedding ``[width, *grid]`` (Vaswani et al.; per axis a share of
+    the channels, frequencies 1 / 10000^(2i / share))."""
+    dims = len(grid)
+    share = width // dims // 2 * 2
+    channels = []
+    for axis, n in enumerate(grid):
+        position = torch.arange(n, dtype=torch.float32)
+        frequency = 1.0 / 10000 ** (torch.arange(0, share, 2, dtype=torch.float32) / max(share, 1))
+        angle = position[:, None] * frequency[None, :]                       # [n, share/2]
+        table = torch.cat([angle.sin(), angle.cos()], dim=1).T              # [share, n]
+        shape = [share] + [1] * dims
+        shape[1 + axis] = n
+        channels.append(table.reshape(shape).expand(share, *grid))
+    embedding = torch.cat(channels, dim=0) if channels else torch.zeros(0, *grid)
+    pad = width - embedding.shape[0]
+    return torch.cat([embedding, torch.zeros(pad, *grid)], dim=0)

@@ -37,7 +37,7 @@ from ssmpde.kernels import (
 )
 
 __all__ = ["CORRECTIONS", "GeometryDecoder", "GeometryEncoder", "ResidualLayer",
-           "SelectiveScanMixer", "channels_last", "channels_first"]
+           "SelectiveScanMixer", "channels_first", "channels_last", "geometric_prior"]
 
 #: Geometric corrections: none, fixed patterns (digit k: R ≡ 0 or 1 for direction k), learnable.
 CORRECTIONS = ("none", "0001", "0011", "0111", "learnable")
@@ -198,6 +198,27 @@ class ResidualLayer(nn.Module):
         return s + channels_first(self.mlp(self.norm2(channels_last(s))))
 
 
+def geometric_prior(grid: tuple[int, ...], latent_grid: tuple[int, ...]) -> torch.Tensor:
+    r"""Log-weights ``[P, L]`` that make the encoder start as a soft patch embedding.
+
+    Point p at :math:`x_p \in [0, 1]^d` (the grid's nodes) and token l at the centre
+    :math:`c_l` of its patch (spacing :math:`h` per axis) get
+    :math:`-2 \sum_i ((x_{p,i} - c_{l,i}) / h_i)^2`: a Gaussian of standard deviation h/2
+    around each patch. Added to the input-adaptive logits, it gives the weights a
+    geometric starting point (one-hot patches are its sharp limit), which the learned part
+    then adapts; without it every token starts as the mean of all points.
+    """
+    if len(grid) != len(latent_grid):
+        raise ValueError(f"grid {grid} and latent grid {latent_grid} differ in dimensions")
+    prior = torch.zeros(math.prod(grid), math.prod(latent_grid))
+    points = torch.meshgrid(*[torch.linspace(0.0, 1.0, n) for n in grid], indexing="ij")
+    centres = torch.meshgrid(*[(torch.arange(m) + 0.5) / m for m in latent_grid],
+                             indexing="ij")
+    for x, c, m in zip(points, centres, latent_grid):
+        prior -= 2.0 * ((x.reshape(-1, 1) - c.reshape(1, -1)) * m) ** 2
+    return prior
+
+
 class GeometryEncoder(nn.Module):
     r"""Geometry-aware encoder (GeoMaNO Eq. 6): grid values to a grid of latent tokens.
 
@@ -220,19 +241,30 @@ class GeometryEncoder(nn.Module):
         Shape of the latent token grid (1D or 2D).
     """
 
-    def __init__(self, in_channels: int, width: int, latent_grid: tuple[int, ...]):
+    def __init__(self, in_channels: int, width: int, latent_grid: tuple[int, ...],
+                 grid: tuple[int, ...] | None = None):
         super().__init__()
         self.latent_grid = tuple(latent_grid)
         self.lift = nn.Linear(in_channels, width)
         self.weights = nn.Linear(width, math.prod(self.latent_grid))
         self.norm = nn.LayerNorm(width)
+        if grid is not None:
+            self.register_buffer("prior", geometric_prior(grid, self.latent_grid),
+                                 persistent=False)
+        else:
+            self.prior = None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``[batch, in_channels, *grid] -> [batch, width, *latent_grid]``."""
+    def forward(self, x: torch.Tensor, *, return_points: bool = False):
+        """``[batch, in_channels, *grid] -> [batch, width, *latent_grid]`` (and the lifted
+        point features ``[batch, P, width]`` if ``return_points``)."""
         y = F.gelu(self.lift(x.flatten(2).transpose(1, 2)))       # [b, P, E]
-        w = torch.softmax(self.weights(y), dim=-1)                 # [b, P, L]
+        logits = self.weights(y)                                   # [b, P, L]
+        if self.prior is not None:
+            logits = logits + self.prior.to(logits.dtype)
+        w = torch.softmax(logits, dim=-1)
         z = self.norm(w.transpose(1, 2) @ y)                       # [b, L, E]
-        return z.transpose(1, 2).unflatten(2, self.latent_grid)
+        tokens = z.transpose(1, 2).unflatten(2, self.latent_grid)
+        return (tokens, y) if return_points else tokens
 
 
 class GeometryDecoder(nn.Module):
@@ -246,18 +278,35 @@ class GeometryDecoder(nn.Module):
     final linear head maps X to the output channels.
     """
 
-    def __init__(self, width: int, out_channels: int, grid: tuple[int, ...]):
+    def __init__(self, width: int, out_channels: int, grid: tuple[int, ...],
+                 latent_grid: tuple[int, ...] | None = None):
         super().__init__()
         self.grid = tuple(grid)
         self.weights = nn.Linear(width, math.prod(self.grid))
+        if latent_grid is not None:
+            self.register_buffer("prior", geometric_prior(grid, latent_grid).T.contiguous(),
+                                 persistent=False)
+        else:
+            self.prior = None
         self.proj = nn.Linear(width, width)
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, out_channels)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``[batch, width, *latent_grid] -> [batch, out_channels, *grid]``."""
+    def forward(self, z: torch.Tensor, points: torch.Tensor | None = None) -> torch.Tensor:
+        """``[batch, width, *latent_grid] -> [batch, out_channels, *grid]``.
+
+        ``points`` (``[batch, P, width]``, the encoder's lifted point features), if given,
+        are added to X before the head: a skip connection that carries each point's own
+        values past the latent bottleneck.
+        """
         tokens = z.flatten(2).transpose(1, 2)                      # [b, L, E]
-        w = torch.softmax(self.weights(tokens), dim=1)             # [b, L, P]
+        logits = self.weights(tokens)                              # [b, L, P]
+        if self.prior is not None:
+            logits = logits + self.prior.to(logits.dtype)
+        w = torch.softmax(logits, dim=1)
         y = w.transpose(1, 2) @ tokens                             # [b, P, E]
-        out = self.head(self.norm(self.proj(y)))                   # [b, P, out]
+        x = self.norm(self.proj(y))
+        if points is not None:
+            x = x + points
+        out = self.head(x)                                         # [b, P, out]
         return out.transpose(1, 2).unflatten(2, self.grid)
