@@ -114,7 +114,51 @@ def _build_parser() -> argparse.ArgumentParser:
                                              "presets and parameter counts.")
     models.add_argument("--describe", metavar="MODEL",
                         help="print every preset's full config and parameter count")
+    _add_train_parser(commands)
+    evaluate = commands.add_parser(
+        "evaluate", help="relative L2 of a trained run on a dataset",
+        description="Evaluate a run directory on a dataset: relative L2 per sample (and per "
+                    "step for rollouts); optionally write the predictions as netCDF.")
+    evaluate.add_argument("run", help="run directory written by 'ssmpde train'")
+    evaluate.add_argument("--data", required=True, help="dataset file (netCDF or zarr)")
+    evaluate.add_argument("--out", help="write the predictions here (.nc or .zarr)")
+    evaluate.add_argument("--batch-size", type=int, default=8)
     return parser
+
+
+def _add_train_parser(commands) -> None:
+    train = commands.add_parser(
+        "train", help="train a surrogate on a dataset",
+        description="Train a surrogate (ssmpde models lists them) on an ssmpde dataset. "
+                    "Options on the command line override those of --config, which override "
+                    "the preset. Runs under torchrun as they are (DistributedDataParallel).")
+    train.add_argument("model", help="model name, e.g. geomano or fno")
+    train.add_argument("--data", required=True, help="training dataset (netCDF or zarr)")
+    train.add_argument("--test-data", help="test dataset; default: hold out --num-test samples")
+    train.add_argument("--preset", help="model preset, e.g. darcy or navier-stokes")
+    train.add_argument("--config", help="TOML file with [model] and [train] tables")
+    train.add_argument("--out", required=True, help="run directory")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train.add_argument("--no-progress", action="store_true", help="no progress bars")
+    train.add_argument("--time-limit", type=float, metavar="SECONDS",
+                       help="stop after the epoch during which this many seconds passed")
+    for name, kind, text in (
+            ("epochs", int, "number of epochs"), ("batch-size", int, "global batch size"),
+            ("lr", float, "peak learning rate (OneCycleLR)"),
+            ("weight-decay", float, "AdamW weight decay"),
+            ("max-grad-norm", float, "gradient clipping norm (0: off)"),
+            ("gradient-loss-weight", float, "weight of the gradient term of the loss"),
+            ("window", int, "rollout: frames in"), ("horizon", int, "rollout: frames out"),
+            ("mode", str, "rollout: teacher-forcing or autoregressive"),
+            ("noise-std", float, "Gaussian noise on the normalised inputs"),
+            ("num-test", int, "samples held out when no --test-data is given"),
+            ("seed", int, "seed of initialisation, data order and noise"),
+            ("device", str, "torch device (cpu, cuda)")):
+        train.add_argument(f"--{name}", type=kind, dest=f"train__{name.replace('-', '_')}",
+                           help=text)
+    train.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="a model config value (JSON), e.g. depth=4 or "
+                            "latent_grid=[9,9]; repeatable")
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -138,6 +182,63 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace) -> int:
+    import json
+    import tomllib
+
+    from .surrogates.train import TrainConfig, train
+
+    model_options: dict[str, Any] = {}
+    train_options: dict[str, Any] = {}
+    if args.config:
+        try:
+            with open(args.config, "rb") as handle:
+                table = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"{args.config} is not valid TOML: {error}") from error
+        unknown = sorted(set(table) - {"model", "train"})
+        if unknown:
+            raise ValueError(f"{args.config}: unknown table(s) {unknown}; use [model] and "
+                             "[train]")
+        model_options.update(table.get("model", {}))
+        train_options.update(table.get("train", {}))
+    for option in args.model_option:
+        key, sep, value = option.partition("=")
+        if not sep:
+            raise ValueError(f"--model-option needs KEY=VALUE, got {option!r}")
+        try:
+            model_options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            model_options[key] = value
+    train_options.update({k.removeprefix("train__"): v for k, v in vars(args).items()
+                          if k.startswith("train__") and v is not None})
+    fields = set(TrainConfig.__dataclass_fields__)
+    unknown = sorted(set(train_options) - fields)
+    if unknown:
+        raise ValueError(f"unknown training option(s) {unknown}; valid: {sorted(fields)}")
+    metrics = train(args.model, args.data, out=args.out, preset=args.preset,
+                    model_overrides=model_options, config=TrainConfig(**train_options),
+                    test_data=args.test_data, resume=args.resume,
+                    progress=not args.no_progress, time_limit=args.time_limit)
+    shown = {k: v for k, v in metrics.items() if not isinstance(v, list)}
+    print(f"trained {args.model} into {args.out}: {json.dumps(shown)}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .surrogates.train import evaluate
+
+    result = evaluate(args.run, args.data, out=args.out, batch_size=args.batch_size)
+    print(f"relative L2 on {args.data}: {result['rel_l2']:.5g} (mean over "
+          f"{len(result['rel_l2_per_sample'])} samples)")
+    if "rel_l2_per_step" in result:
+        steps = ", ".join(f"{v:.4g}" for v in result["rel_l2_per_step"])
+        print(f"per step: {steps}")
+    if args.out:
+        print(f"wrote predictions to {args.out}")
+    return 0
+
+
 def _models(args: argparse.Namespace) -> int:
     from .surrogates import describe_models
 
@@ -152,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = _build_parser()
     args = parser.parse_args(argv)
-    handlers = {"generate": _generate, "info": _info, "models": _models}
+    handlers = {"generate": _generate, "info": _info, "models": _models, "train": _train,
+                "evaluate": _evaluate}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as interrupt:

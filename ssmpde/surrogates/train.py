@@ -443,12 +443,13 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     model_config = _model_config(model_name, preset, overrides, task)
     model = get_model_class(model_name)(model_config).to(device)
     if resume:
-        model.load_state_dict(load_file(out / WEIGHTS))
         record = json.loads((out / CONFIG).read_text())
-        normalizers = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
-        if record["model_config"] != json.loads(json.dumps(dataclasses.asdict(model_config))):
+        if (record["model"] != model_name or record["model_config"]
+                != json.loads(json.dumps(dataclasses.asdict(model_config)))):
             raise ValueError(f"the run in {out} was trained with a different model config; "
-                             "resume with the same options")
+                             "resume with the same model and options")
+        model.load_state_dict(load_file(out / WEIGHTS))
+        normalizers = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
     else:
         normalizers = fit_normalizers(train_set)
     gradient_weight = config.gradient_loss_weight

@@ -1,0 +1,227 @@
+"""Training pipeline: learning, exact resume, torchrun, self-contained checkpoints, evaluation
+round trips, and clear errors on bad input."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from ssmpde import data as schema
+from ssmpde.cli import main
+from ssmpde.solvers import generate
+from ssmpde.surrogates.data import Normalizer, TaskDataset, infer_task, relative_l2
+from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
+
+TINY = dict(width=8, depth=1, state_size=4)
+
+
+@pytest.fixture(scope="module")
+def darcy_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("darcy")
+    train_file, test_file = root / "train.nc", root / "test.nc"
+    generate("darcy", num_samples=8, seed=0, out=train_file, resolution=29,
+             simulation_resolution=57, progress=False)
+    generate("darcy", num_samples=4, seed=1, out=test_file, resolution=29,
+             simulation_resolution=57, progress=False)
+    return train_file, test_file
+
+
+@pytest.fixture(scope="module")
+def ns_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ns") / "ns.nc"
+    generate("navier-stokes", num_samples=4, seed=0, out=path, resolution=16,
+             simulation_resolution=32, final_time=0.6, record_interval=0.1, time_step=0.01,
+             viscosity=(1e-3, 2e-3), progress=False)
+    return path
+
+
+def weights(run):
+    return load_file(Path(run) / "weights.safetensors")
+
+
+# ---------------------------------------------------------------------------------------
+# Learning.
+# ---------------------------------------------------------------------------------------
+def test_overfits_eight_darcy_samples(darcy_files, tmp_path):
+    train_file, _ = darcy_files
+    metrics = train("geomano", train_file, test_data=train_file, out=tmp_path / "run",
+                    preset="darcy", model_overrides=dict(width=48, depth=2),
+                    config=TrainConfig(epochs=150, batch_size=2, lr=3e-3,
+                                       gradient_loss_weight=0.0),
+                    progress=False)
+    assert metrics["test_rel_l2"] < 0.02
+
+
+def test_normaliser_statistics_come_from_the_training_split(darcy_files):
+    train_file, _ = darcy_files
+    with schema.open_dataset(train_file) as ds:
+        task = infer_task(ds)
+        a = ds["a"].values[:6]
+    from ssmpde.surrogates.data import fit_normalizers
+
+    normalizers = fit_normalizers(TaskDataset(train_file, task, np.arange(6)))
+    np.testing.assert_allclose(normalizers["inputs"].mean, [a.mean()], rtol=1e-6)
+    np.testing.assert_allclose(normalizers["inputs"].std, [a.std()], rtol=1e-5)
+    x = torch.from_numpy(a[:, None]).double()
+    n = normalizers["inputs"]
+    torch.testing.assert_close(n.decode(n.encode(x)), x)
+    # A constant channel (one viscosity for every sample) encodes to zero, not NaN.
+    constant = Normalizer.fit([np.full((1, 4, 4), 3.0), np.full((1, 4, 4), 3.0)])
+    assert constant.std == [1.0] and constant.mean == [3.0]
+
+
+def test_relative_l2_is_per_sample():
+    target = torch.ones(2, 1, 3, 3)
+    prediction = torch.stack([torch.ones(1, 3, 3), torch.zeros(1, 3, 3)])
+    torch.testing.assert_close(relative_l2(prediction, target), torch.tensor([0.0, 1.0]))
+
+
+# ---------------------------------------------------------------------------------------
+# Resume.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("task", ["operator", "rollout"])
+def test_resume_is_bit_exact(task, darcy_files, ns_file, tmp_path):
+    data = darcy_files[0] if task == "operator" else ns_file
+    extra = ({} if task == "operator" else
+             dict(window=2, horizon=2, mode="autoregressive", noise_std=0.01))
+    config = lambda epochs: TrainConfig(epochs=epochs, batch_size=2, lr=1e-3,  # noqa: E731
+                                        num_test=1, **extra)
+    preset = "darcy" if task == "operator" else "navier-stokes"
+    straight, halves = tmp_path / "straight", tmp_path / "halves"
+    train("geomano", data, out=straight, preset=preset, model_overrides=TINY,
+          config=config(4), progress=False)
+    # "Stop" after 2 of 4 epochs: the schedule is the 4-epoch one, cut off by a time limit.
+    train("geomano", data, out=halves, preset=preset, model_overrides=TINY, config=config(4),
+          progress=False, time_limit=0.0)
+    train("geomano", data, out=halves, preset=preset, model_overrides=TINY, config=config(4),
+          progress=False, time_limit=0.0, resume=True)
+    assert json.loads((halves / "training_state.json").read_text())["epoch"] == 2
+    train("geomano", data, out=halves, preset=preset, model_overrides=TINY, config=config(4),
+          progress=False, resume=True)
+    a, b = weights(straight), weights(halves)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    lines = lambda run: [json.loads(x)["train_loss"]  # noqa: E731
+                         for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert lines(straight) == lines(halves)
+
+
+def test_resume_refuses_a_different_model(darcy_files, tmp_path):
+    run = tmp_path / "run"
+    train("geomano", darcy_files[0], out=run, preset="darcy", model_overrides=TINY,
+          config=TrainConfig(epochs=1, batch_size=4), progress=False)
+    with pytest.raises(ValueError, match="different model config"):
+        train("geomano", darcy_files[0], out=run, preset="darcy",
+              model_overrides={**TINY, "width": 16}, config=TrainConfig(epochs=2, batch_size=4),
+              progress=False, resume=True)
+    with pytest.raises(ValueError, match="already holds a run"):
+        train("geomano", darcy_files[0], out=run, preset="darcy", model_overrides=TINY,
+              config=TrainConfig(epochs=1, batch_size=4), progress=False)
+
+
+# ---------------------------------------------------------------------------------------
+# Distributed: torchrun with two CPU processes (gloo) against one process.
+# ---------------------------------------------------------------------------------------
+def test_torchrun_two_processes_match_one(darcy_files, tmp_path):
+    train_file, _ = darcy_files
+    args = ["train", "geomano", "--data", str(train_file), "--preset", "darcy",
+            "--epochs", "3", "--batch-size", "4", "--lr", "1e-3", "--num-test", "0",
+            "--no-progress", "--model-option", "width=8", "--model-option", "depth=1",
+            "--model-option", "state_size=4"]
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", "-m", "ssmpde.cli", *args, "--out", str(tmp_path / "two")],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses = {run: [json.loads(x)["train_loss"] for x in
+                    (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+              for run in ("one", "two")}
+    assert len(losses["two"]) == 3  # rank 0 alone wrote the log
+    # Same global batch, gradients averaged by DDP: the same curve up to summation order.
+    np.testing.assert_allclose(losses["two"], losses["one"], rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# Checkpoints and evaluation.
+# ---------------------------------------------------------------------------------------
+def test_checkpoint_is_self_contained_and_predictions_round_trip(darcy_files, tmp_path):
+    train_file, test_file = darcy_files
+    run = tmp_path / "run"
+    assert main(["train", "geomano", "--data", str(train_file), "--preset", "darcy",
+                 "--epochs", "2", "--batch-size", "4", "--out", str(run), "--no-progress",
+                 "--model-option", "width=8", "--model-option", "depth=1"]) == 0
+    alone = tmp_path / "copied"
+    alone.mkdir()
+    for name in ("config.json", "weights.safetensors"):  # nothing else, no pickle
+        shutil.copy(run / name, alone / name)
+    model, record = load_checkpoint(alone)
+    assert record["task"]["kind"] == "operator" and record["normalizers"]["outputs"]["std"]
+    out = tmp_path / "pred.nc"
+    result = evaluate(alone, test_file, out=out)
+    with schema.open_dataset(out) as predicted, schema.open_dataset(test_file) as truth:
+        assert predicted.u.dims == truth.u.dims
+        errors = relative_l2(torch.from_numpy(predicted.u.values[:, None]),
+                             torch.from_numpy(truth.u.values[:, None]))
+    np.testing.assert_allclose(errors.numpy(), result["rel_l2_per_sample"], rtol=1e-5)
+
+
+def test_rollout_evaluation_writes_the_predicted_frames(ns_file, tmp_path):
+    run = tmp_path / "run"
+    train("geomano", ns_file, out=run, preset="navier-stokes", model_overrides=TINY,
+          config=TrainConfig(epochs=1, batch_size=2, window=3, horizon=1, num_test=1),
+          progress=False)
+    out = tmp_path / "rollout.nc"
+    result = evaluate(run, ns_file, out=out)
+    with schema.open_dataset(out) as predicted, schema.open_dataset(ns_file) as truth:
+        assert predicted.vorticity.shape == (4, 4, 16, 16)  # 7 frames - window 3
+        np.testing.assert_array_equal(predicted.time.values, truth.time.values[3:])
+    assert len(result["rel_l2_per_step"]) == 4
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input.
+# ---------------------------------------------------------------------------------------
+def test_dataset_without_the_needed_variables(darcy_files, tmp_path):
+    ds = schema.load_dataset(darcy_files[0]).drop_vars("u")
+    path = tmp_path / "no_u.nc"
+    schema.save(ds, path)
+    with pytest.raises(ValueError, match=r"needs variables \['u'\]"):
+        train("geomano", path, out=tmp_path / "run", preset="darcy", progress=False)
+
+
+def test_model_channels_that_do_not_fit_the_data(darcy_files, tmp_path, capsys):
+    status = main(["train", "geomano", "--data", str(darcy_files[0]), "--out",
+                   str(tmp_path / "run"), "--model-option", "in_channels=3"])
+    assert status == 2
+    assert "in_channels=3 does not fit the data, which needs in_channels=1" in (
+        capsys.readouterr().err)
+
+
+def test_window_longer_than_the_trajectory(ns_file, tmp_path):
+    with pytest.raises(ValueError, match="only 7"):
+        train("geomano", ns_file, out=tmp_path / "run", preset="navier-stokes",
+              config=TrainConfig(window=10, horizon=1), progress=False)
+
+
+def test_unreadable_checkpoints(darcy_files, tmp_path):
+    run = tmp_path / "run"
+    train("geomano", darcy_files[0], out=run, preset="darcy", model_overrides=TINY,
+          config=TrainConfig(epochs=1, batch_size=4), progress=False)
+    (run / "weights.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="unreadable checkpoint weights"):
+        load_checkpoint(run)
+    (run / "config.json").write_text("{ broken")
+    with pytest.raises(ValueError, match="unreadable checkpoint config"):
+        load_checkpoint(run)
+    with pytest.raises(ValueError, match="is not a checkpoint: config.json is missing"):
+        load_checkpoint(tmp_path)
