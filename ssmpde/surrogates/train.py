@@ -38,7 +38,7 @@ from torch import nn
 
 from ssmpde import data as schema
 
-from . import build_model, config_from_dict, get_model_class, model_from_json
+from . import config_from_dict, get_model_class, model_from_json
 from .data import (
     Normalizer,
     Task,
