@@ -1,0 +1,115 @@
+"""GeoMaNO against the FNO baseline at the same CPU wall-clock training budget.
+
+For each model, in one run: time one epoch, set the number of epochs so that the whole
+OneCycle schedule fits the budget, train (with the budget as a hard stop too), and evaluate
+the test relative L2. Same data, split, batch size, learning rate and seed for both.
+
+    python benchmarks/bench_training.py --task darcy --data darcy43.nc --num-test 200 \\
+        --budget 300
+    python benchmarks/bench_training.py --task navier-stokes --data ns.nc --num-test 20 \\
+        --window 10 --frames 20 --budget 300
+
+Writes ``benchmarks/results/training_<task>.json`` and the runs under ``--runs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import RESULTS, header, write  # noqa: E402
+
+
+def _test_file(data: Path, num_test: int, frames: int | None, workdir: Path) -> Path:
+    """The held-out samples (the last ``num_test``), cut to ``frames`` frames, as a file."""
+    from ssmpde import data as schema
+
+    ds = schema.load_dataset(data)
+    test = ds.isel(sample=slice(ds.sizes["sample"] - num_test, None))
+    if frames is not None:
+        test = test.isel(time=slice(0, frames))
+    path = workdir / "test.nc"
+    schema.save(test, path, overwrite=True)
+    return path
+
+
+def main(argv=None) -> dict:
+    from ssmpde.surrogates import parameter_count
+    from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=["darcy", "navier-stokes"], required=True)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--num-test", type=int, required=True)
+    parser.add_argument("--budget", type=float, default=300.0, help="seconds per model")
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--frames", type=int, help="frames of the test trajectories used")
+    parser.add_argument("--models", nargs="+", default=["geomano", "fno"])
+    parser.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="override for every model (JSON value)")
+    parser.add_argument("--runs", type=Path, default=Path(tempfile.gettempdir()) / "ssmpde-runs")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    import json
+
+    overrides = {}
+    for option in args.model_option:
+        key, _, value = option.partition("=")
+        overrides[key] = json.loads(value)
+    out = args.out or RESULTS / f"training_{args.task}.json"
+    args.runs.mkdir(parents=True, exist_ok=True)
+    test_file = _test_file(args.data, args.num_test, args.frames, args.runs)
+    common = dict(batch_size=args.batch_size, lr=args.lr, num_test=args.num_test, seed=0)
+    if args.task == "navier-stokes":
+        common.update(window=args.window, horizon=1, mode="teacher-forcing")
+
+    result = header(f"training_{args.task}")
+    result.update({"data": str(args.data), "budget_seconds": args.budget,
+                   "settings": common, "models": {}})
+    for name in args.models:
+        probe = args.runs / f"{name}-probe"
+        shutil.rmtree(probe, ignore_errors=True)
+        started = time.perf_counter()
+        train(name, args.data, out=probe, preset=args.task, model_overrides=overrides,
+              config=TrainConfig(epochs=1, **common), progress=False)
+        epoch_seconds = time.perf_counter() - started
+        epochs = max(1, int(args.budget // epoch_seconds))
+        run = args.runs / name
+        shutil.rmtree(run, ignore_errors=True)
+        started = time.perf_counter()
+        metrics = train(name, args.data, out=run, preset=args.task,
+                        model_overrides=overrides,
+                        config=TrainConfig(epochs=epochs, **common), progress=False,
+                        time_limit=args.budget)
+        seconds = time.perf_counter() - started
+        evaluation = evaluate(run, test_file)
+        model, record = load_checkpoint(run)
+        row = {"parameters": parameter_count(model), "model_config": record["model_config"],
+               "epochs_planned": epochs, "epochs_done": metrics["epoch"],
+               "train_seconds": seconds, "final_train_loss": metrics["train_loss"],
+               "test_rel_l2": evaluation["rel_l2"]}
+        if "rel_l2_per_step" in evaluation:
+            row["test_rel_l2_per_step"] = evaluation["rel_l2_per_step"]
+        result["models"][name] = row
+        print(f"{name}: {row['parameters']:,} parameters, {metrics['epoch']}/{epochs} epochs "
+              f"in {seconds:.0f} s, test relative L2 {row['test_rel_l2']:.4f}", flush=True)
+    rows = result["models"]
+    if {"geomano", "fno"} <= set(rows):
+        result["ratio_fno_over_geomano"] = rows["fno"]["test_rel_l2"] / rows["geomano"][
+            "test_rel_l2"]
+    write(result, out)
+    return result
+
+
+if __name__ == "__main__":
+    main()
