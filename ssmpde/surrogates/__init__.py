@@ -49,6 +49,26 @@ def register_model(name: str):
     return decorator
 
 
+def check_positive_ints(model: str, config, names) -> None:
+    """Raise ValueError unless each named config field is a positive integer (not a bool)."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{model} {name} must be a positive integer, got {value!r}")
+
+
+def check_sizes(model: str, config, names, dims: tuple[int, ...]) -> None:
+    """Raise ValueError unless each named field is a tuple of positive integers whose length
+    is one of ``dims``."""
+    for name in names:
+        value = getattr(config, name)
+        if (not isinstance(value, tuple) or len(value) not in dims
+                or not all(isinstance(n, int) and n >= 1 for n in value)):
+            lengths = " or ".join(map(str, dims))
+            raise ValueError(f"{model} {name} must be a tuple of {lengths} positive integers, "
+                             f"got {value!r}")
+
+
 def _load_builtin_models() -> None:
     from . import fno, geomano  # noqa: F401  (registration on import)
 

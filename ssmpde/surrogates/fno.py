@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import register_model
+from . import check_positive_ints, check_sizes, register_model
 
 __all__ = ["FNO", "FNOConfig"]
 
@@ -60,16 +60,8 @@ class FNOConfig:
     positional_encoding: bool = True
 
     def __post_init__(self):
-        for name in ("in_channels", "out_channels", "width", "depth"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"FNO {name} must be a positive integer, got {value!r}")
-        for name in ("grid", "modes"):
-            value = getattr(self, name)
-            if (not isinstance(value, tuple) or len(value) not in (1, 2, 3)
-                    or not all(isinstance(n, int) and n >= 1 for n in value)):
-                raise ValueError(f"FNO {name} must be a tuple of positive integers, got "
-                                 f"{value!r}")
+        check_positive_ints("FNO", self, ("in_channels", "out_channels", "width", "depth"))
+        check_sizes("FNO", self, ("grid", "modes"), (1, 2, 3))
         if len(self.modes) != len(self.grid):
             raise ValueError(f"modes {self.modes} must have one entry per grid dimension "
                              f"{self.grid}")

@@ -26,7 +26,7 @@ from torch import nn
 
 from ssmpde.kernels import BACKENDS
 
-from . import register_model
+from . import check_positive_ints, check_sizes, register_model
 from .layers import (
     CORRECTIONS,
     GeometryDecoder,
@@ -92,17 +92,9 @@ class GeoMaNOConfig:
     scan_backend: str = "auto"
 
     def __post_init__(self):
-        for name in ("in_channels", "out_channels", "width", "depth", "state_size", "expand",
-                     "mlp_ratio"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"GeoMaNO {name} must be a positive integer, got {value!r}")
-        for name in ("grid", "latent_grid"):
-            value = getattr(self, name)
-            if (not isinstance(value, tuple) or len(value) not in (1, 2)
-                    or not all(isinstance(n, int) and n >= 1 for n in value)):
-                raise ValueError(f"GeoMaNO {name} must be a tuple of one or two positive "
-                                 f"integers, got {value!r}")
+        check_positive_ints("GeoMaNO", self, ("in_channels", "out_channels", "width", "depth",
+                                              "state_size", "expand", "mlp_ratio"))
+        check_sizes("GeoMaNO", self, ("grid", "latent_grid"), (1, 2))
         if len(self.latent_grid) != len(self.grid):
             raise ValueError(f"latent_grid {self.latent_grid} must have as many dimensions as "
                              f"grid {self.grid}")

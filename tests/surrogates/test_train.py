@@ -225,3 +225,34 @@ def test_unreadable_checkpoints(darcy_files, tmp_path):
         load_checkpoint(run)
     with pytest.raises(ValueError, match="is not a checkpoint: config.json is missing"):
         load_checkpoint(tmp_path)
+
+
+@pytest.mark.slow
+def test_learns_darcy_from_64_samples(tmp_path):
+    # The acceptance run: 64 training samples at 29² (16 more to test), GeoMaNO (darcy preset
+    # at width 32, depth 4), 50 epochs -- about 80 s on two CPU cores.
+    train_file, test_file = tmp_path / "train.nc", tmp_path / "test.nc"
+    generate("darcy", num_samples=64, seed=0, out=train_file, resolution=29, progress=False)
+    generate("darcy", num_samples=16, seed=1, out=test_file, resolution=29, progress=False)
+    metrics = train("geomano", train_file, test_data=test_file, out=tmp_path / "run",
+                    preset="darcy", model_overrides=dict(width=32, depth=4),
+                    config=TrainConfig(epochs=50, batch_size=4, lr=2e-3), progress=False)
+    assert metrics["test_rel_l2"] < 0.1
+
+
+def test_toml_config_and_command_line_precedence(darcy_files, tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('[model]\nwidth = 8\ndepth = 1\nstate_size = 4\n\n'
+                      '[train]\nepochs = 1\nbatch_size = 2\nlr = 0.01\n')
+    run = tmp_path / "run"
+    assert main(["train", "geomano", "--data", str(darcy_files[0]), "--preset", "darcy",
+                 "--config", str(config), "--epochs", "2", "--out", str(run),
+                 "--no-progress"]) == 0
+    record = json.loads((run / "config.json").read_text())
+    assert record["model_config"]["width"] == 8 and record["model_config"]["depth"] == 1
+    assert record["train_config"]["epochs"] == 2  # the command line wins
+    assert record["train_config"]["lr"] == 0.01
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[trian]\nepochs = 1\n")
+    assert main(["train", "geomano", "--data", str(darcy_files[0]), "--config", str(bad),
+                 "--out", str(tmp_path / "x")]) == 2
