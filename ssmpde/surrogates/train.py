@@ -143,6 +143,15 @@ def _mean_across(value: float, world: int) -> float:
     return float(tensor) / world
 
 
+def _stop_everywhere(stop: bool, world: int) -> bool:
+    """True on every rank if it is true on any (ranks must leave the loop together)."""
+    if world == 1:
+        return stop
+    flag = torch.tensor([1.0 if stop else 0.0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 # ---------------------------------------------------------------------------------------
 # Losses.
 # ---------------------------------------------------------------------------------------
@@ -457,6 +466,9 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0
     record = _checkpoint_record(model, task, normalizers, config, facts)
 
+    # Evaluation (rank 0 only) uses the bare module: DDP's forward may start collectives
+    # that the other ranks would never join.
+    evaluator = _Normalised(model, task, normalizers)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     wrapped = _Normalised(model, task, normalizers)
@@ -493,6 +505,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
                 noise = None
                 if config.noise_std:
                     noise = config.noise_std * torch.randn(x.shape, generator=generator)
+                    noise = noise.to(x.device)
                 prediction = wrapped(x, noise)
                 loss = operator_loss(prediction, batch["y"], gradient_weight)
             else:
@@ -516,7 +529,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
                    "lr": scheduler.get_last_lr()[0],
                    "seconds": time.perf_counter() - epoch_start}
         if rank == 0:
-            metrics.update(_evaluate_split(wrapped, test_set, config.batch_size, device))
+            metrics.update(_evaluate_split(evaluator, test_set, config.batch_size, device))
             save_run(out, model, optimizer, scheduler, record, epoch + 1, step)
             with open(out / METRICS, "a") as log:
                 log.write(json.dumps(metrics) + "\n")
@@ -524,7 +537,8 @@ def train(model_name: str, data, *, out, preset: str | None = None,
                 shown = {k: (round(v, 5) if isinstance(v, float) else v)
                          for k, v in metrics.items() if not isinstance(v, list)}
                 tqdm.write(json.dumps(shown))
-        if time_limit is not None and time.perf_counter() - started > time_limit:
+        if time_limit is not None and _stop_everywhere(
+                time.perf_counter() - started > time_limit, world):
             break
     train_set.close()
     test_set.close()

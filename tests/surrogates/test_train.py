@@ -134,6 +134,7 @@ def test_torchrun_two_processes_match_one(darcy_files, tmp_path):
     train_file, _ = darcy_files
     args = ["train", "geomano", "--data", str(train_file), "--preset", "darcy",
             "--epochs", "3", "--batch-size", "4", "--lr", "1e-3", "--num-test", "0",
+            "--time-limit", "3600",
             "--no-progress", "--model-option", "width=8", "--model-option", "depth=1",
             "--model-option", "state_size=4"]
     assert main([*args, "--out", str(tmp_path / "one")]) == 0
@@ -147,6 +148,16 @@ def test_torchrun_two_processes_match_one(darcy_files, tmp_path):
                     (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
               for run in ("one", "two")}
     assert len(losses["two"]) == 3  # rank 0 alone wrote the log
+    # With a test split, rank 0 evaluates alone after each epoch and the ranks still agree.
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", "-m", "ssmpde.cli", "train", "geomano", "--data", str(train_file), "--preset",
+         "darcy", "--epochs", "1", "--batch-size", "2", "--num-test", "2", "--time-limit",
+         "3600", "--no-progress", "--model-option", "width=8", "--model-option", "depth=1",
+         "--out", str(tmp_path / "eval")],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "test_rel_l2" in json.loads((tmp_path / "eval" / "metrics.jsonl").read_text())
     # Same global batch, gradients averaged by DDP: the same curve up to summation order.
     np.testing.assert_allclose(losses["two"], losses["one"], rtol=1e-4)
 
