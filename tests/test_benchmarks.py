@@ -31,3 +31,20 @@ def test_geomano_benchmark_runs(tmp_path):
     assert json.loads(out.read_text())["speedup"] == result["speedup"] > 0
     # float32 CPU scans against the float64 reference loops, same weights
     assert result["output_difference"] < 1e-5
+
+
+def test_training_benchmark_runs(tmp_path):
+    from benchmarks import bench_training
+    from ssmpde.solvers import generate
+
+    data = tmp_path / "darcy.nc"
+    generate("darcy", num_samples=6, seed=0, out=data, resolution=17,
+             simulation_resolution=33, progress=False)
+    out = tmp_path / "training.json"
+    result = bench_training.main(["--task", "darcy", "--data", str(data), "--num-test", "2",
+                                  "--budget", "2", "--model-option", "width=8",
+                                  "--model-option", "depth=1", "--runs", str(tmp_path / "runs"),
+                                  "--out", str(out)])
+    assert json.loads(out.read_text())["models"].keys() == {"geomano", "fno"}
+    for row in result["models"].values():
+        assert 0 < row["test_rel_l2"] < 10 and row["epochs_done"] >= 1
