@@ -515,6 +515,8 @@ class NavierStokes2D(Solver):
     Config = NavierStokesConfig
     fields = ("vorticity",)
     window = 1
+    #: The per-sample parameters :meth:`step` accepts (hybrid rollouts pass it only these).
+    parameter_names = ("viscosity", "forcing_amplitude")
     title = "2D incompressible Navier-Stokes (vorticity form) on the unit torus"
     references = ("Li et al., Fourier Neural Operator for Parametric PDEs, ICLR 2021; "
                   "Tran et al., Factorized Fourier Neural Operators, ICLR 2023")

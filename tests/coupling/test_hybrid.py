@@ -1,0 +1,161 @@
+"""Hybrid rollouts: solver-only and surrogate-only schedules reproduce their components, the
+adaptive policy falls back on bad surrogate steps, and the SurrogateStepper's contract."""
+
+import numpy as np
+import pytest
+import torch
+
+from ssmpde import data as schema
+from ssmpde.coupling import Checks, SurrogateStepper, hybrid_rollout, parse_schedule, rollout
+from ssmpde.solvers import generate, get_solver
+from ssmpde.surrogates.data import Normalizer, Task
+from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
+
+SOLVER = dict(resolution=16, simulation_resolution=16, record_interval=0.1, time_step=0.01,
+              viscosity=1e-3)
+
+
+@pytest.fixture(scope="module")
+def ns_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ns")
+    data = root / "ns.nc"
+    generate("navier-stokes", num_samples=4, seed=0, out=data, final_time=0.6,
+             progress=False, **SOLVER)
+    run = root / "run"
+    train("geomano", data, out=run, preset="navier-stokes",
+          model_overrides=dict(width=8, depth=1, state_size=4),
+          config=TrainConfig(epochs=1, batch_size=2, window=2, num_test=1), progress=False)
+    return data, run
+
+
+def initial_history(data, window):
+    with schema.open_dataset(data) as ds:
+        frames = ds.vorticity.values[:, :window, None]
+        viscosity = ds.viscosity.values
+        forcing = ds.forcing.values
+    return frames, {"viscosity": viscosity, "forcing": forcing}
+
+
+def test_solver_only_reproduces_the_solvers_trajectory(ns_run):
+    data, run = ns_run
+    solver = get_solver("navier-stokes", **SOLVER)
+    surrogate = SurrogateStepper.from_checkpoint(run)
+    history, parameters = initial_history(data, 2)
+    result = hybrid_rollout(solver, surrogate, history, 3, schedule="solver",
+                            time=0.1, parameters=parameters, reference=None)
+    # The solver stepping on its own, one record interval at a time: bit for bit.
+    state, own = history[:, -1:], []
+    for k in range(3):
+        state = solver.step(state, time=0.1 + 0.1 * k,
+                            parameters={"viscosity": parameters["viscosity"]})[:, None]
+        own.append(state[:, 0])
+    np.testing.assert_array_equal(result.frames, np.stack(own, axis=1))
+    assert result.source == ["solver"] * 3
+    # ... and one continuous integration, up to the round trip through physical space.
+    continuous = solver.simulate(history[:, -1], 3, time=0.1)
+    np.testing.assert_allclose(result.frames[:, :, 0], continuous[:, 1:, 0], rtol=0,
+                               atol=1e-13)
+
+
+def test_surrogate_only_reproduces_the_models_rollout(ns_run):
+    data, run = ns_run
+    solver = get_solver("navier-stokes", **SOLVER)
+    surrogate = SurrogateStepper.from_checkpoint(run)
+    history, parameters = initial_history(data, 2)
+    result = hybrid_rollout(solver, surrogate, history, 3, schedule="surrogate",
+                            time=0.1, parameters=parameters)
+    # The model's own autoregressive loop, written out from the checkpoint.
+    model, record = load_checkpoint(run)
+    task = Task.from_dict(record["task"])
+    norms = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
+    f, c = norms["fields"], norms["conditioning"]
+    inputs = Normalizer(f.mean * task.window + c.mean, f.std * task.window + c.std)
+    window = torch.tensor(history, dtype=torch.float32)
+    cond = torch.stack([torch.tensor(parameters["viscosity"], dtype=torch.float32)[:, None,
+                                                                                   None]
+                        .expand(-1, 16, 16),
+                        torch.tensor(parameters["forcing"], dtype=torch.float32)], dim=1)
+    expected = []
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.cat([window.flatten(1, 2), cond], dim=1)
+            frame = f.decode(model(inputs.encode(x)))
+            expected.append(frame)
+            window = torch.cat([window[:, 1:], frame[:, None]], dim=1)
+    np.testing.assert_allclose(result.frames, torch.stack(expected, 1).double().numpy(),
+                               rtol=1e-6, atol=1e-6)
+    assert result.source == ["surrogate"] * 3 and result.errors.shape == (3,)
+    assert result.reference_seconds > 0 and result.seconds["surrogate"] > 0
+
+
+class Faulty:
+    """A stand-in surrogate: the solver's step, except NaN at step 1 and a blow-up at 3."""
+
+    def __init__(self, solver):
+        self.solver, self.fields, self.dt, self.window = solver, solver.fields, solver.dt, 1
+        self.calls = 0
+
+    def step(self, history, *, time=0.0, parameters=None):
+        frame = self.solver.step(history[:, -1:], time=time, parameters=parameters)
+        self.calls += 1
+        if self.calls == 2:
+            frame[0, 0, 3, 3] = np.nan
+        if self.calls == 4:
+            frame = frame * 10.0
+        return frame
+
+
+def test_adaptive_falls_back_on_bad_steps_and_records_why(ns_run):
+    data, _ = ns_run
+    solver = get_solver("navier-stokes", **SOLVER)
+    history, _ = initial_history(data, 1)
+    result = hybrid_rollout(solver, Faulty(solver), history, 5, schedule="adaptive")
+    assert result.source == ["surrogate", "fallback", "surrogate", "fallback", "surrogate"]
+    assert result.reasons[1] == "non-finite values"
+    assert result.reasons[3].startswith("mean-square growth")
+    assert np.isfinite(result.frames).all()
+    assert result.steps == {"solver": 0, "surrogate": 3, "fallback": 2}
+    np.testing.assert_allclose(result.errors, 0.0, atol=1e-12)  # solver-quality everywhere
+
+
+def test_pattern_schedules():
+    assert parse_schedule("surrogate:4,solver:1") == [("surrogate", 4), ("solver", 1)]
+    assert parse_schedule("solver-only") == [("solver", 1)]
+    assert parse_schedule("adaptive") == "adaptive"
+    for bad in ("surrogate:0", "model:3", "surrogate:two", "solver,surrogate"):
+        with pytest.raises(ValueError, match="bad schedule"):
+            parse_schedule(bad)
+
+
+def test_checks():
+    previous = np.random.default_rng(0).standard_normal((2, 1, 8, 8))
+    previous -= previous.mean(axis=(2, 3), keepdims=True)  # zero mean, as vorticity here
+    checks = Checks(mean_tolerance=0.05, growth_bound=1.5)
+    assert checks.failure(previous, previous * 1.1) is None
+    assert "mean drift" in checks.failure(previous, previous + 1.0)
+    assert "growth" in checks.failure(previous, previous * 2.0)
+
+
+def test_surrogate_stepper_contract(ns_run):
+    data, run = ns_run
+    stepper = SurrogateStepper.from_checkpoint(run)
+    assert stepper.fields == ("vorticity",) and stepper.window == 2
+    assert stepper.dt == pytest.approx(0.1)
+    history, parameters = initial_history(data, 2)
+    with pytest.raises(ValueError, match="pass parameters"):
+        stepper.step(history)
+    with pytest.raises(ValueError, match=r"history must have shape \[batch, 2, 1, 16, 16\]"):
+        stepper.step(history[:, :1], parameters=parameters)
+    frames = rollout(stepper, history, 2, parameters=parameters)
+    assert frames.shape == (4, 2, 1, 16, 16) and frames.dtype == np.float64
+
+
+def test_operator_checkpoint_is_not_a_time_stepper(tmp_path):
+    data = tmp_path / "darcy.nc"
+    generate("darcy", num_samples=3, seed=0, out=data, resolution=17,
+             simulation_resolution=33, progress=False)
+    train("geomano", data, out=tmp_path / "run", preset="darcy",
+          model_overrides=dict(width=8, depth=1), config=TrainConfig(epochs=1, batch_size=3),
+          progress=False)
+    with pytest.raises(ValueError, match="needs a model trained on trajectories"):
+        SurrogateStepper.from_checkpoint(tmp_path / "run")
