@@ -15,13 +15,18 @@ States are NumPy ``[batch, window, field, *grid]`` histories, as in the Stepper 
 
 from __future__ import annotations
 
+import dataclasses
 import time as _time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import xarray as xr
 
-__all__ = ["Checks", "HybridResult", "hybrid_rollout", "parse_schedule", "rollout"]
+from ssmpde import data as schema
+
+__all__ = ["Checks", "HybridResult", "hybrid_rollout", "parse_schedule", "rollout",
+           "to_dataset"]
 
 SOLVER, SURROGATE, FALLBACK = "solver", "surrogate", "fallback"
 
@@ -241,3 +246,67 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         result.errors = np.array([relative_l2(result.frames[:, k], reference[:, k]).mean()
                                   for k in range(num_steps)])
     return result
+
+
+SOURCE_CODES = {SOLVER: 0, SURROGATE: 1, FALLBACK: 2}
+
+
+def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
+               samples=None, equation: str | None = None,
+               units: Mapping[str, str] | None = None) -> xr.Dataset:
+    """A hybrid rollout as an ssmpde dataset (schema of :mod:`ssmpde.data`).
+
+    Variables: one per field ``(sample, time, *grid)``; ``source (time)``, coded 0 / 1 / 2
+    for solver / surrogate / fallback (CF ``flag_values`` and ``flag_meanings``);
+    ``rel_l2_error (time)`` against the solver-only reference when it was computed.
+    Attributes record the schedule, the solver config, the checkpoint, the fallback reasons
+    and the wall time of each component.
+    """
+    frames = result.frames
+    batch, steps = frames.shape[:2]
+    grid_shape = frames.shape[3:]
+    dims = schema.SPATIAL_DIMS[len(grid_shape)]
+    coords = {schema.SAMPLE: schema.sample_coordinate(
+                  np.arange(batch) if samples is None else np.asarray(samples)),
+              schema.TIME: schema.time_coordinate(result.times)}
+    solver_coords = solver.coordinates() if hasattr(solver, "coordinates") else {}
+    for dim, n in zip(dims, grid_shape):
+        if dim in solver_coords and solver_coords[dim].size == n:
+            coords[dim] = solver_coords[dim]
+        else:
+            coords[dim] = schema.grid_coordinates(n, ndim=len(grid_shape))[dim]
+    units = dict(units or {})
+    specs = solver.variables() if hasattr(solver, "variables") else {}
+    data_vars = {}
+    for f, name in enumerate(solver.fields):
+        spec = specs.get(name)
+        attrs = {"long_name": getattr(spec, "long_name", name),
+                 "units": units.get(name, getattr(spec, "units", "1"))}
+        data_vars[name] = xr.DataArray(frames[:, :, f], dims=(schema.SAMPLE, schema.TIME, *dims),
+                                       attrs=attrs)
+    data_vars["source"] = xr.DataArray(
+        np.array([SOURCE_CODES[s] for s in result.source], dtype=np.int8), dims=(schema.TIME,),
+        attrs={"long_name": "component that made the frame", "units": "1",
+               "flag_values": np.array(list(SOURCE_CODES.values()), dtype=np.int8),
+               "flag_meanings": " ".join(SOURCE_CODES)})
+    if result.errors is not None:
+        data_vars["rel_l2_error"] = xr.DataArray(
+            result.errors, dims=(schema.TIME,),
+            attrs={"long_name": "relative L2 error against the solver-only run, mean over "
+                                "samples", "units": "1"})
+    solver_config = getattr(solver, "config", None)
+    config = {
+        "schedule": schedule,
+        "solver": dataclasses.asdict(solver_config) if dataclasses.is_dataclass(solver_config)
+        else None,
+        "checkpoint": getattr(surrogate, "source", None),
+        "seconds": result.seconds, "reference_seconds": result.reference_seconds,
+        "steps": result.steps,
+        "fallback_reasons": {str(k): r for k, r in enumerate(result.reasons) if r},
+    }
+    return schema.build_dataset(
+        data_vars, coords=coords,
+        equation=equation or getattr(solver, "name", "unknown"), config=config,
+        title=f"Hybrid rollout ({schedule}) of {', '.join(solver.fields)}",
+        references="ssmpde hybrid solver-surrogate rollout",
+        solver=type(solver).__name__)

@@ -159,3 +159,29 @@ def test_operator_checkpoint_is_not_a_time_stepper(tmp_path):
           progress=False)
     with pytest.raises(ValueError, match="needs a model trained on trajectories"):
         SurrogateStepper.from_checkpoint(tmp_path / "run")
+
+
+def test_export_validates_and_round_trips_through_netcdf(ns_run, tmp_path):
+    from ssmpde.coupling import to_dataset
+
+    data, run = ns_run
+    solver = get_solver("navier-stokes", **SOLVER)
+    surrogate = SurrogateStepper.from_checkpoint(run)
+    history, parameters = initial_history(data, 2)
+    result = hybrid_rollout(solver, surrogate, history, 4, schedule="surrogate:1,solver:1",
+                            time=0.1, parameters=parameters)
+    ds = to_dataset(result, solver=solver, surrogate=surrogate,
+                    schedule="surrogate:1,solver:1")
+    assert list(ds.source.values) == [1, 0, 1, 0]
+    assert ds.vorticity.dims == ("sample", "time", "y", "x")
+    np.testing.assert_allclose(ds.time.values, [0.2, 0.3, 0.4, 0.5])
+    path = tmp_path / "rollout.nc"
+    schema.save(ds, path)
+    with schema.open_dataset(path) as back:
+        np.testing.assert_array_equal(back.vorticity.values, result.frames[:, :, 0])
+        np.testing.assert_array_equal(back.rel_l2_error.values, result.errors)
+        config = schema.config_of(back)
+        assert config["schedule"] == "surrogate:1,solver:1"
+        assert config["checkpoint"] == str(run.resolve())
+        assert config["steps"] == {"solver": 2, "surrogate": 2, "fallback": 0}
+        assert back.source.attrs["flag_meanings"] == "solver surrogate fallback"
