@@ -10,7 +10,7 @@ import xarray as xr
 
 from . import data
 
-__all__ = ["plot_snapshots"]
+__all__ = ["plot_hybrid", "plot_snapshots"]
 
 
 def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *, variable: str = "vorticity",
@@ -71,6 +71,13 @@ def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *, variable: str = "
     config = data.config_of(ds).get("solver", {})
     details = ", ".join(f"{k} = {config[k]}" for k in ("viscosity", "forcing") if k in config)
     fig.suptitle(f"{title}\n{details}", fontsize=10)
+    return _save(fig, path, dpi)
+
+
+def _save(fig, path, dpi) -> os.PathLike:
+    """Write ``fig`` through a temporary name (no half-written image) and close it."""
+    import matplotlib.pyplot as plt
+
     path = os.fspath(path)
     root, suffix = os.path.splitext(path)
     tmp = f"{root}.tmp{suffix}"
@@ -82,3 +89,52 @@ def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *, variable: str = "
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.ndarray,
+                surrogate: np.ndarray, times: Sequence[float], errors: dict[str, np.ndarray],
+                schedule: str, field: str = "vorticity", sample: int = 0,
+                dpi: int = 110) -> os.PathLike:
+    """Hybrid rollout figure: the last frame of the solver-only reference, the hybrid run and
+    the surrogate-only run, the hybrid's error, and relative L2 error against time for every
+    schedule on one axis.
+
+    ``reference``, ``hybrid``, ``surrogate`` are ``[batch, time, field, y, x]``; ``errors``
+    maps a schedule to its per-step relative L2 ``[time]``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(13.5, 6.2), layout="constrained")
+    top = fig.subfigures(2, 1, height_ratios=[1.0, 0.9])
+    axes = top[0].subplots(1, 4)
+    last = -1
+    frames = [reference[sample, last, 0], hybrid[sample, last, 0], surrogate[sample, last, 0]]
+    limit = float(max(np.abs(f).max() for f in frames)) or 1.0
+    titles = ["solver only (reference)", f"hybrid ({schedule})", "surrogate only"]
+    for ax, frame, title in zip(axes[:3], frames, titles):
+        image = ax.imshow(frame, origin="lower", extent=(0, 1, 0, 1), cmap="RdBu_r",
+                          vmin=-limit, vmax=limit, interpolation="nearest")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("x", fontsize=8)
+        ax.set_ylabel("y", fontsize=8)
+    top[0].colorbar(image, ax=list(axes[:3]), shrink=0.85, label=f"{field} (non-dimensional)")
+    error = np.abs(frames[1] - frames[0])
+    image = axes[3].imshow(error, origin="lower", extent=(0, 1, 0, 1), cmap="magma",
+                           interpolation="nearest")
+    axes[3].set_title("|hybrid − reference|", fontsize=9)
+    axes[3].set_xlabel("x", fontsize=8)
+    top[0].colorbar(image, ax=axes[3], shrink=0.85, label="absolute error")
+    top[0].suptitle(f"sample {sample}, t = {float(times[last]):g}", fontsize=10)
+    ax = top[1].subplots()
+    for name, curve in errors.items():
+        # An exact match (the solver-only run) has no place on a log axis: floor it.
+        ax.plot(times, np.maximum(curve, 1e-16), marker="o", markersize=3, label=name)
+    ax.set_xlabel("time (non-dimensional)")
+    ax.set_ylabel("relative L2 error vs solver")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, title="schedule", title_fontsize=8)
+    return _save(fig, path, dpi)

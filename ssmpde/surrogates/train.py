@@ -434,7 +434,8 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         task = infer_task(ds, window=config.window, horizon=config.horizon)
         num_samples = ds.sizes[schema.SAMPLE]
         facts = {"path": str(Path(data).resolve()), "equation": ds.attrs.get("ssmpde_equation"),
-                 "fields": list(task.outputs), "dt": task.dt, "grid": list(task.grid)}
+                 "fields": list(task.outputs), "dt": task.dt, "grid": list(task.grid),
+                 "generator_config": schema.config_of(ds)}
     if test_data is not None:
         train_samples, test_samples = np.arange(num_samples), None
         with schema.open_dataset(test_data) as ds:

@@ -185,3 +185,22 @@ def test_export_validates_and_round_trips_through_netcdf(ns_run, tmp_path):
         assert config["checkpoint"] == str(run.resolve())
         assert config["steps"] == {"solver": 2, "surrogate": 2, "fallback": 0}
         assert back.source.attrs["flag_meanings"] == "solver surrogate fallback"
+
+
+def test_rollout_command_writes_the_rollout_and_the_figure(ns_run, tmp_path, capsys):
+    from ssmpde.cli import main
+
+    data, run = ns_run
+    out, plot = tmp_path / "rollout.nc", tmp_path / "rollout.png"
+    assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
+                 "surrogate:2,solver:1", "--schedule", "adaptive", "--samples", "0:2",
+                 "--out", str(out), "--plot", str(plot)]) == 0
+    text = capsys.readouterr().out
+    assert "| solver | 0 |" in text and "| surrogate:2,solver:1 |" in text
+    with schema.open_dataset(out) as ds:
+        assert ds.vorticity.shape == (2, 3, 16, 16)
+        assert list(ds.source.values) == [1, 1, 0]
+    assert plot.stat().st_size > 10_000
+    assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
+                 "surrogate:x"]) == 2
+    assert "bad schedule" in capsys.readouterr().err

@@ -45,3 +45,11 @@ def test_warm_start_input_checks(darcy_run):
         surrogate.predict(np.ones((2, 3, 29, 29)))
     with pytest.raises(ValueError, match="use OperatorSurrogate|trained on trajectories"):
         SurrogateStepper.from_checkpoint(darcy_run)
+
+
+def test_warm_start_command(darcy_run, capsys):
+    from ssmpde.cli import main
+
+    assert main(["warm-start", str(darcy_run), "--samples", "2", "--seed", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "iterations: cold" in text and "warm vs cold solution" in text

@@ -1,0 +1,107 @@
+"""The ``ssmpde rollout`` and ``ssmpde warm-start`` commands as functions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ssmpde import data as schema
+from ssmpde.solvers import get_solver
+
+from .hybrid import hybrid_rollout, parse_schedule, rollout, to_dataset
+from .stepper import SurrogateStepper
+from .warm_start import OperatorSurrogate, warm_start
+
+__all__ = ["run_rollout", "run_warm_start"]
+
+
+def _parse_samples(text: str, available: int) -> np.ndarray:
+    """``"3"`` → [3]; ``"0:4"`` → [0, 1, 2, 3] (checked against the file's samples)."""
+    start, sep, stop = text.partition(":")
+    try:
+        indices = (np.arange(int(start or 0), int(stop or available)) if sep
+                   else np.array([int(start)]))
+    except ValueError as error:
+        raise ValueError(f"--samples takes N or START:STOP, got {text!r}") from error
+    if len(indices) == 0 or indices.min() < 0 or indices.max() >= available:
+        raise ValueError(f"--samples {text!r} is outside the file's {available} samples")
+    return indices
+
+
+def _solver_for(record: dict, data_path: Path):
+    config = record.get("dataset", {}).get("generator_config")
+    if config is None:
+        with schema.open_dataset(data_path) as ds:
+            config = schema.config_of(ds)
+    return get_solver(config["equation"], **config["solver"])
+
+
+def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
+                samples: str = "0", out=None, plot=None) -> list[dict]:
+    """Hybrid rollouts of a trained surrogate from the first ``window`` frames of ``samples``
+    of ``data`` (default: the training data), for every schedule, against the solver alone.
+
+    Returns one row per schedule (and for "solver" and "surrogate"): relative L2 at the
+    final step, wall time of solver and surrogate, step counts. Writes the first schedule's
+    rollout to ``out`` (netCDF/zarr) and a figure to ``plot``.
+    """
+    surrogate = SurrogateStepper.from_checkpoint(checkpoint)
+    record = json.loads((Path(checkpoint) / "config.json").read_text())
+    data = Path(data or record["dataset"]["path"])
+    for schedule in schedules:
+        parse_schedule(schedule)
+    if steps < 1:
+        raise ValueError(f"--steps must be at least 1, got {steps}")
+    solver = _solver_for(record, data)
+    if abs(solver.dt - surrogate.dt) > 1e-12 * max(1.0, surrogate.dt):
+        raise ValueError(f"the solver's record interval {solver.dt} differs from the "
+                         f"surrogate's dt {surrogate.dt}")
+    with schema.open_dataset(data) as ds:
+        indices = _parse_samples(samples, ds.sizes[schema.SAMPLE])
+        window = surrogate.window
+        if ds.sizes[schema.TIME] < window:
+            raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
+                             f"{window} to start")
+        sub = ds.isel({schema.SAMPLE: indices})
+        history = np.stack([sub[f].values[:, :window] for f in surrogate.fields], axis=2)
+        time = float(sub[schema.TIME].values[window - 1])
+        parameters = {name: sub[name].values for name in sub.data_vars
+                      if schema.TIME not in sub[name].dims}
+    reference = rollout(solver, history, steps, time=time, parameters=parameters)
+    runs, rows = {}, []
+    for schedule in dict.fromkeys(["solver", "surrogate", *schedules]):
+        result = hybrid_rollout(solver, surrogate, history, steps, schedule, time=time,
+                                parameters=parameters, reference=reference)
+        runs[schedule] = result
+        rows.append({"schedule": schedule, "final_rel_l2": float(result.errors[-1]),
+                     "seconds": sum(result.seconds.values()),
+                     "solver_seconds": result.seconds["solver"],
+                     "surrogate_seconds": result.seconds["surrogate"], **result.steps})
+    main = schedules[0]
+    if out is not None:
+        ds = to_dataset(runs[main], solver=solver, surrogate=surrogate, schedule=main,
+                        samples=indices)
+        schema.save(ds, out, overwrite=True)
+    if plot is not None:
+        from ssmpde.plotting import plot_hybrid
+
+        plot_hybrid(plot, reference=reference, hybrid=runs[main].frames,
+                    surrogate=runs["surrogate"].frames, times=runs[main].times,
+                    errors={k: v.errors for k, v in runs.items()}, schedule=main,
+                    field=surrogate.fields[0])
+    return rows
+
+
+def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,
+                   rtol: float = 1e-8) -> dict:
+    """Warm against cold PCG solves of ``samples`` fresh Darcy problems (drawn with ``seed``,
+    by default unseen in training) with the solver configuration of the training data."""
+    surrogate = OperatorSurrogate.from_checkpoint(checkpoint)
+    record = json.loads((Path(checkpoint) / "config.json").read_text())
+    solver = _solver_for(record, Path(record["dataset"]["path"]))
+    if getattr(solver, "name", None) != "darcy":
+        raise ValueError("warm starts are for steady Darcy checkpoints")
+    a = solver.coefficient(seed, range(samples))
+    return warm_start(solver, surrogate, a, rtol=rtol)
