@@ -94,7 +94,7 @@ def _save(fig, path, dpi) -> os.PathLike:
 def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.ndarray,
                 surrogate: np.ndarray, times: Sequence[float], errors: dict[str, np.ndarray],
                 schedule: str, field: str = "vorticity", sample: int = 0,
-                dpi: int = 110) -> os.PathLike:
+                sample_label: int | None = None, dpi: int = 110) -> os.PathLike:
     """Hybrid rollout figure: the last frame of the solver-only reference, the hybrid run and
     the surrogate-only run, the hybrid's error, and relative L2 error against time for every
     schedule on one axis.
@@ -127,11 +127,15 @@ def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.nd
     axes[3].set_title("|hybrid − reference|", fontsize=9)
     axes[3].set_xlabel("x", fontsize=8)
     top[0].colorbar(image, ax=axes[3], shrink=0.85, label="absolute error")
-    top[0].suptitle(f"sample {sample}, t = {float(times[last]):g}", fontsize=10)
+    label = sample if sample_label is None else sample_label
+    top[0].suptitle(f"sample {label}, t = {float(times[last]):g}", fontsize=10)
     ax = top[1].subplots()
     for name, curve in errors.items():
-        # An exact match (the solver-only run) has no place on a log axis: floor it.
-        ax.plot(times, np.maximum(curve, 1e-16), marker="o", markersize=3, label=name)
+        if not np.any(curve > 0):  # the solver-only run matches exactly: no place on log axes
+            ax.plot([], [], " ", label=f"{name}: exact (0)")
+            continue
+        ax.plot(times, np.where(curve > 0, curve, np.nan), marker="o", markersize=3,
+                label=name)
     ax.set_xlabel("time (non-dimensional)")
     ax.set_ylabel("relative L2 error vs solver")
     ax.set_yscale("log")

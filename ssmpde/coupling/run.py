@@ -90,7 +90,7 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         plot_hybrid(plot, reference=reference, hybrid=runs[main].frames,
                     surrogate=runs["surrogate"].frames, times=runs[main].times,
                     errors={k: v.errors for k, v in runs.items()}, schedule=main,
-                    field=surrogate.fields[0])
+                    field=surrogate.fields[0], sample_label=int(indices[0]))
     return rows
 
 
