@@ -5,12 +5,23 @@ import numpy as np
 from ssmpde import data
 
 
-def test_demo_runs_and_writes_dataset_and_figure(tmp_path):
+def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
     from examples import demo
 
     result = demo.main(["--out", str(tmp_path), "--tiny"])
-    with data.open_dataset(result["dataset"]) as ds:
-        assert ds.vorticity.shape == (2, 3, 16, 16)
+    with data.open_dataset(tmp_path / "navier_stokes.nc") as ds:
+        assert ds.vorticity.shape == (6, 7, 16, 16)
         assert np.all(np.isfinite(ds.vorticity.values))
-    png = result["figure"].read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    for name in ("darcy.nc", "predictions_darcy_geomano.nc", "predictions_darcy_fno.nc",
+                 "predictions_navier-stokes_geomano.nc", "predictions_navier-stokes_fno.nc",
+                 "rollout.nc"):
+        with data.open_dataset(tmp_path / name) as ds:  # each validates against the schema
+            assert ds.sizes["sample"] > 0
+    for name in ("navier_stokes_vorticity.png", "rollout.png"):
+        png = (tmp_path / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    for run in ("darcy-geomano", "darcy-fno", "navier-stokes-geomano", "navier-stokes-fno"):
+        assert (tmp_path / "runs" / run / "weights.safetensors").exists()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "darcy warm start" in summary and "rollout: adaptive" in summary
+    assert result["summary"] in summary
