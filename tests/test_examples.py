@@ -25,3 +25,31 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "darcy warm start" in summary and "rollout: adaptive" in summary
     assert result["summary"] in summary
+
+
+def test_generate_datasets_example(tmp_path):
+    from examples import generate_datasets
+
+    result = generate_datasets.main(["--out", str(tmp_path), "--tiny"])
+    assert result["enstrophy"].shape == (4, 3) and np.all(result["enstrophy"] > 0)
+    with data.open_dataset(result["darcy"]) as ds:
+        assert set(ds.data_vars) == {"a", "u"}
+
+
+def test_train_surrogate_example(tmp_path):
+    from examples import train_surrogate
+
+    result = train_surrogate.main(["--out", str(tmp_path), "--tiny"])
+    assert (result["run"] / "config.json").exists()
+    assert 0 < result["evaluation"]["rel_l2"] < 10
+    with data.open_dataset(tmp_path / "darcy_predictions.nc") as ds:
+        assert ds.u.shape == (12, 9, 9)
+
+
+def test_hybrid_rollout_example(tmp_path):
+    from examples import hybrid_rollout
+
+    result = hybrid_rollout.main(["--out", str(tmp_path), "--tiny"])
+    assert result["result"].source == ["surrogate", "surrogate", "solver"] * 2
+    with data.open_dataset(result["path"]) as ds:
+        assert list(ds.source.values) == [1, 1, 0, 1, 1, 0]
