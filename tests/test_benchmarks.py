@@ -48,3 +48,14 @@ def test_training_benchmark_runs(tmp_path):
     assert json.loads(out.read_text())["models"].keys() == {"geomano", "fno"}
     for row in result["models"].values():
         assert 0 < row["test_rel_l2"] < 10 and row["epochs_done"] >= 1
+
+
+def test_results_table_has_a_row_per_result_with_date_and_machine():
+    from benchmarks.__main__ import table
+
+    text = table()
+    lines = text.splitlines()
+    assert lines[0].startswith("| benchmark | ssmpde | reference | ratio | measured |")
+    assert any("2D scan" in line for line in lines) and any("Darcy" in line for line in lines)
+    assert all(line.count("|") == 6 for line in lines)
+    assert all("2 ×" in line for line in lines[2:])
