@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ssmpde.surrogates.data import Normalizer, Task, model_inputs
-from ssmpde.surrogates.train import _Normalised, load_checkpoint
+from ssmpde.surrogates.data import Task, model_inputs
+from ssmpde.surrogates.train import load_checkpoint, normalised_model
 
 __all__ = ["SurrogateStepper"]
 
@@ -51,9 +51,8 @@ class SurrogateStepper:
         self.grid = task.grid
         self.device = torch.device(device or "cpu")
         self.source = source
-        normalizers = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
         self.model = model.to(self.device).eval()
-        self._wrapped = _Normalised(self.model, task, normalizers)
+        self._wrapped = normalised_model(self.model, record)
 
     @classmethod
     def from_checkpoint(cls, path, device=None) -> SurrogateStepper:

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ssmpde.surrogates.data import Normalizer, Task
-from ssmpde.surrogates.train import _Normalised, load_checkpoint
+from ssmpde.surrogates.data import Task
+from ssmpde.surrogates.train import load_checkpoint, normalised_model
 
 __all__ = ["OperatorSurrogate", "warm_start"]
 
@@ -31,8 +31,7 @@ class OperatorSurrogate:
                              "use SurrogateStepper for it")
         self.task, self.grid, self.source = task, task.grid, source
         self.device = torch.device(device or "cpu")
-        normalizers = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
-        self._wrapped = _Normalised(model.to(self.device).eval(), task, normalizers)
+        self._wrapped = normalised_model(model.to(self.device).eval(), record)
 
     @classmethod
     def from_checkpoint(cls, path, device=None) -> OperatorSurrogate:

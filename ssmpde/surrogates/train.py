@@ -315,6 +315,17 @@ def _collate(dataset: TaskDataset, indices) -> dict[str, torch.Tensor]:
     return {key: torch.stack([item[key] for item in items]) for key in items[0]}
 
 
+def normalizers_of(record: dict) -> dict[str, Normalizer]:
+    """The normalisers stored in a checkpoint record (``config.json``)."""
+    return {k: Normalizer(**v) for k, v in record["normalizers"].items()}
+
+
+def normalised_model(model, record: dict) -> _Normalised:
+    """A loaded checkpoint's model wrapped with its task's normalisers (physical units in
+    and out); what evaluation and the coupling steppers call."""
+    return _Normalised(model, Task.from_dict(record["task"]), normalizers_of(record))
+
+
 class _Normalised:
     """The model with the task's normalisers around it: physical units in and out."""
 
@@ -459,7 +470,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
             raise ValueError(f"the run in {out} was trained with a different model config; "
                              "resume with the same model and options")
         model.load_state_dict(load_file(out / WEIGHTS))
-        normalizers = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
+        normalizers = normalizers_of(record)
     else:
         normalizers = fit_normalizers(train_set)
     gradient_weight = config.gradient_loss_weight
@@ -565,8 +576,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
     """
     model, record = load_checkpoint(run, device=device)
     task = Task.from_dict(record["task"])
-    normalizers = {k: Normalizer(**v) for k, v in record["normalizers"].items()}
-    wrapped = _Normalised(model, task, normalizers)
+    wrapped = normalised_model(model, record)
     with schema.open_dataset(data) as ds:
         missing = [v for v in (*task.inputs, *task.outputs, *task.conditioning)
                    if v not in ds.data_vars]
