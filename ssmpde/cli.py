@@ -176,9 +176,15 @@ def _add_train_parser(commands) -> None:
             ("noise-std", float, "Gaussian noise on the normalised inputs"),
             ("num-test", int, "samples held out when no --test-data is given"),
             ("seed", int, "seed of initialisation, data order and noise"),
+            ("schedule", str, "learning-rate schedule: onecycle (default) or cosine"),
             ("device", str, "torch device (cpu, cuda)")):
         train.add_argument(f"--{name}", type=kind, dest=f"train__{name.replace('-', '_')}",
                            help=text)
+    train.add_argument("--inputs", nargs="+", metavar="VAR",
+                       help="operator task inputs: variables, NAME@FRAME for one frame of a "
+                            "time-dependent one (e.g. u@0); default: from the variable roles")
+    train.add_argument("--outputs", nargs="+", metavar="VAR",
+                       help="operator task outputs (e.g. u@-1 for Burgers u0 -> u(T))")
     train.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
                        help="a model config value (JSON), e.g. depth=4 or "
                             "latent_grid=[9,9]; repeatable")
@@ -242,7 +248,8 @@ def _train(args: argparse.Namespace) -> int:
     metrics = train(args.model, args.data, out=args.out, preset=args.preset,
                     model_overrides=model_options, config=TrainConfig(**train_options),
                     test_data=args.test_data, resume=args.resume,
-                    progress=not args.no_progress, time_limit=args.time_limit)
+                    progress=not args.no_progress, time_limit=args.time_limit,
+                    inputs=args.inputs, outputs=args.outputs)
     shown = {k: v for k, v in metrics.items() if not isinstance(v, list)}
     print(f"trained {args.model} into {args.out}: {json.dumps(shown)}")
     return 0
@@ -304,7 +311,7 @@ def _models(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmpde`` command; returns the exit status."""
     from .data import DatasetFileError, SchemaError
-    from .solvers.navier_stokes import SolverDivergedError
+    from .solvers.base import SolverDivergedError
 
     parser = _build_parser()
     args = parser.parse_args(argv)

@@ -23,6 +23,7 @@ coordinate comes back with the dtype, values and ``units`` attribute it was writ
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -34,7 +35,7 @@ import shutil
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import netCDF4
@@ -46,12 +47,15 @@ from ssmpde import __version__
 __all__ = [
     "CONVENTIONS",
     "REQUIRED_GLOBAL_ATTRS",
+    "ROLE",
+    "ROLES",
     "SAMPLE",
     "SPATIAL_DIMS",
     "TIME",
     "X",
     "Y",
     "DatasetFileError",
+    "atomic_path",
     "SchemaError",
     "SsmpdeAccessor",
     "build_dataset",
@@ -60,6 +64,7 @@ __all__ = [
     "grid_coordinates",
     "load_dataset",
     "open_dataset",
+    "roles_of",
     "sample_coordinate",
     "save",
     "time_coordinate",
@@ -72,6 +77,16 @@ SPATIAL_DIMS = {1: (X,), 2: (Y, X)}
 CONVENTIONS = "CF-1.10"
 REQUIRED_GLOBAL_ATTRS = ("Conventions", "title", "source", "history", "ssmpde_equation",
                          "ssmpde_config", "references")
+#: The variable attribute that says what a variable is to the toolkit (declared by the solver).
+ROLE = "role"
+#: ``state``: advanced by a Stepper (``[sample, time, *grid]``) or the solution of a steady
+#: problem; ``parameter``: per-sample scalars or small arrays (viscosity, forcing amplitudes);
+#: ``forcing``: a known grid field, static ``[sample, *grid]`` or ``[sample, time, *grid]``
+#: (Darcy's coefficient, a body force); ``diagnostic``: anything else (errors, flags).
+ROLES = ("state", "parameter", "forcing", "diagnostic")
+#: Attribute of a non-scalar parameter naming the grid variable that carries it to a model
+#: (F-FNO amplitudes reach a model as the forcing field they generate, never broadcast).
+ENCODED_BY = "encoded_by"
 
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf")
 ZARR_SUFFIXES = (".zarr",)
@@ -114,9 +129,10 @@ def _schema_error(problems: Sequence[str], subject: str = "dataset") -> SchemaEr
 # Coordinates
 # --------------------------------------------------------------------------------------------
 
-def grid_coordinates(resolution: int, *, ndim: int = 2, length: float = 1.0,
-                     endpoint: bool = False, units: str = "1") -> dict[str, xr.DataArray]:
-    """Return the spatial coordinates of a uniform square grid.
+def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None,
+                     length: float | Sequence[float] = 1.0, endpoint: bool = False,
+                     units: str = "1") -> dict[str, xr.DataArray]:
+    """Return the spatial coordinates of a uniform grid (1D, square or rectangular 2D).
 
     With ``endpoint=False`` (periodic grids) the nodes are :math:`x_j = j L / N`,
     :math:`j = 0, \\dots, N-1`: the grid does **not** include the right boundary point, which
@@ -125,12 +141,14 @@ def grid_coordinates(resolution: int, *, ndim: int = 2, length: float = 1.0,
 
     Parameters
     ----------
-    resolution : int
-        Number of nodes ``N`` along each axis, at least 1.
-    ndim : {1, 2}
-        Number of spatial dimensions: 1 gives ``x`` only, 2 gives ``y`` and ``x``.
-    length : float
-        Domain length ``L`` along each axis, in ``units``.
+    resolution : int or sequence of int
+        Number of nodes ``N`` per axis, at least 1: one int for every axis, or one per axis in
+        the order of the dimensions (``(ny, nx)`` in 2D, ``(nx,)`` in 1D).
+    ndim : {1, 2}, optional
+        Number of spatial dimensions: 1 gives ``x`` only, 2 gives ``y`` and ``x``. Default:
+        the length of ``resolution`` if it is a sequence, else 2.
+    length : float or sequence of float
+        Domain length ``L`` per axis (same order as ``resolution``), in ``units``.
     endpoint : bool
         Whether the last node lies on the right boundary (see above).
     units : str
@@ -148,28 +166,40 @@ def grid_coordinates(resolution: int, *, ndim: int = 2, length: float = 1.0,
     array([0.  , 0.25, 0.5 , 0.75])
     >>> grid_coordinates(3, ndim=1, endpoint=True)["x"].values
     array([0. , 0.5, 1. ])
+    >>> {k: v.size for k, v in grid_coordinates((2, 4), length=(1.0, 2.0)).items()}
+    {'y': 2, 'x': 4}
     """
-    if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral):
-        raise TypeError(f"resolution must be an integer, got {type(resolution).__name__}")
-    if resolution < 1:
-        raise ValueError(f"resolution must be at least 1, got {resolution}")
+    sizes = (tuple(resolution) if isinstance(resolution, (tuple, list, np.ndarray))
+             else None)
+    if ndim is None:
+        ndim = len(sizes) if sizes is not None else 2
     if ndim not in SPATIAL_DIMS:
         raise ValueError(f"ndim must be one of {sorted(SPATIAL_DIMS)}, got {ndim!r}")
-    if not (math.isfinite(length) and length > 0):
-        raise ValueError(f"length must be a positive finite number, got {length!r}")
+    sizes = sizes if sizes is not None else (resolution,) * ndim
+    lengths = (tuple(length) if isinstance(length, (tuple, list, np.ndarray))
+               else (length,) * ndim)
+    if len(sizes) != ndim or len(lengths) != ndim:
+        raise ValueError(f"resolution {resolution!r} and length {length!r} must give one value "
+                         f"per spatial dimension ({ndim})")
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"resolution must be an integer, got {type(n).__name__}")
+        if n < 1:
+            raise ValueError(f"resolution must be at least 1, got {n}")
+    for value in lengths:
+        if not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0):
+            raise ValueError(f"length must be a positive finite number, got {value!r}")
     _check_units(units)
-    n = int(resolution)
-    if endpoint:
-        values = np.linspace(0.0, float(length), n)
-    else:
-        values = np.arange(n, dtype=np.float64) * (float(length) / n)
     kind = "including both boundaries" if endpoint else "periodic, right boundary excluded"
-    return {
-        dim: xr.DataArray(values.copy(), dims=(dim,), name=dim,
-                          attrs={"units": units, "long_name": f"{dim} coordinate ({kind})",
-                                 "axis": dim.upper()})
-        for dim in SPATIAL_DIMS[ndim]
-    }
+    coords = {}
+    for dim, n, size in zip(SPATIAL_DIMS[ndim], sizes, lengths):
+        n = int(n)
+        values = (np.linspace(0.0, float(size), n) if endpoint
+                  else np.arange(n, dtype=np.float64) * (float(size) / n))
+        coords[dim] = xr.DataArray(values, dims=(dim,), name=dim,
+                                   attrs={"units": units, "long_name": f"{dim} coordinate ({kind})",
+                                          "axis": dim.upper()})
+    return coords
 
 
 def time_coordinate(times: Iterable[float] | np.ndarray, *, units: str = "1") -> xr.DataArray:
@@ -398,6 +428,24 @@ def config_of(ds: xr.Dataset) -> dict:
     return json.loads(ds.attrs["ssmpde_config"])
 
 
+def roles_of(ds: xr.Dataset) -> dict[str, str]:
+    """The role of every data variable (``state``, ``parameter``, ``forcing``, ``diagnostic``).
+
+    Raises
+    ------
+    SchemaError
+        Naming the variables without a ``role`` attribute (files written before roles
+        existed): regenerate them, or set ``ds[name].attrs["role"]``.
+    """
+    missing = [name for name, var in ds.data_vars.items() if ROLE not in var.attrs]
+    if missing:
+        raise _schema_error([f"data variable '{name}' has no '{ROLE}' attribute: regenerate the "
+                             f"dataset with this ssmpde version, or set ds['{name}'].attrs"
+                             f"['{ROLE}'] to one of {', '.join(ROLES)}" for name in missing])
+    _raise_if_invalid(ds)
+    return {name: str(var.attrs[ROLE]) for name, var in ds.data_vars.items()}
+
+
 def _config_problem(attrs: Mapping) -> str | None:
     fix = "rebuild the dataset with build_dataset(..., config=...)"
     if "ssmpde_config" not in attrs:
@@ -452,6 +500,14 @@ def _schema_problems(ds: xr.Dataset, *, check_finite: bool) -> list[str]:
             if not _has_text(var.attrs, key):
                 problems.append(f"data variable '{name}' has no '{key}' attribute: set "
                                 f"ds['{name}'].attrs['{key}']")
+        role = var.attrs.get(ROLE)
+        if role is not None and role not in ROLES:
+            problems.append(f"data variable '{name}' has role {role!r}: set "
+                            f"ds['{name}'].attrs['{ROLE}'] to one of {', '.join(ROLES)}")
+        encoded_by = var.attrs.get(ENCODED_BY)
+        if encoded_by is not None and encoded_by not in ds.data_vars:
+            problems.append(f"data variable '{name}' is encoded by {encoded_by!r}, which is not "
+                            "in the dataset: add that variable or drop the attribute")
     for key in REQUIRED_GLOBAL_ATTRS:
         if key not in ds.attrs:
             problems.append(f"global attribute '{key}' is missing: set ds.attrs['{key}'] "
@@ -670,6 +726,32 @@ def _commit(tmp: pathlib.Path, target: pathlib.Path) -> None:
         os.replace(tmp, target)
 
 
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[pathlib.Path]:
+    """Write a file or directory under a temporary name; it becomes ``target`` only if the
+    block completes.
+
+    The one atomic-write helper of the package (datasets, checkpoints, manifests, figures).
+    The temporary is a hidden ``.<name>.tmp-<hex>`` beside ``target`` (same file system, so
+    the final rename is atomic) and keeps the target's suffix (writers pick formats by it).
+    On any exception, ``KeyboardInterrupt`` included, the temporary is removed and an
+    existing ``target`` is left as it was. A directory replaces a directory whole.
+
+    Example
+    -------
+    >>> with atomic_path("notes.txt") as tmp:  # doctest: +SKIP
+    ...     tmp.write_text("complete or absent")
+    """
+    target = pathlib.Path(os.fspath(target))
+    tmp = target.parent / f".{target.stem}.tmp-{uuid.uuid4().hex}{target.suffix}"
+    try:
+        yield tmp
+        _commit(tmp, target)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
 def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
          validate: bool = True) -> pathlib.Path:
     """Write ``ds`` to netCDF4 or zarr, atomically.
@@ -738,16 +820,11 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
     if validate:
         _raise_if_invalid(ds)
     out = ds.drop_encoding()
-    tmp = parent / f".{target.name}.tmp-{uuid.uuid4().hex}"
-    try:
+    with atomic_path(target) as tmp:
         if fmt == "zarr":
             _write_zarr(out, tmp)
         else:
             _write_netcdf(out, tmp)
-        _commit(tmp, target)
-    except BaseException:
-        _remove(tmp)
-        raise
     return target
 
 

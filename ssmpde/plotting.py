@@ -1,9 +1,23 @@
-"""Figures that say more than numbers: snapshots of dataset fields (matplotlib, to file)."""
+"""Figures that say more than numbers: dataset fields and hybrid rollouts (matplotlib, to file).
+
+:func:`plot_snapshots` draws any field of an ssmpde dataset (1D or 2D, steady or
+time-dependent); :func:`plot_hybrid` compares a hybrid solver/surrogate rollout with the
+solver-only reference.  Both use the real domain extent from the coordinates, give every panel
+(or row of panels sharing a scale) its own colour bar labelled ``long_name [units]``, and use a
+diverging map with symmetric limits only for fields that take both signs in what is shown.
+
+Figures are built on :class:`matplotlib.figure.Figure` directly (no pyplot state, no backend
+switch) and written through a temporary file renamed into place.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import pathlib
+import textwrap
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -12,133 +26,494 @@ from . import data
 
 __all__ = ["plot_hybrid", "plot_snapshots"]
 
+DIVERGING = "RdBu_r"
+SEQUENTIAL = "viridis"
+ERROR_MAP = "magma"
+# Values smaller than this fraction of the largest magnitude shown count as zero when deciding
+# whether a field takes both signs (round-off around zero does not make a field signed).
+SIGN_TOLERANCE = 1e-6
+_PANEL = 2.3  # inches per snapshot panel
+_LABEL_WIDTH = 34  # characters per line of a colour-bar label
 
-def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *, variable: str = "vorticity",
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+# --------------------------------------------------------------------------------------------
+
+class _Scale(NamedTuple):
+    """Colour map and limits for a set of values."""
+
+    cmap: str
+    vmin: float
+    vmax: float
+
+
+def _label(name: str, units: str | None) -> str:
+    """``"name [units]"``; ``units == "1"`` gives ``"name (non-dimensional)"``."""
+    if units == "1":
+        return f"{name} (non-dimensional)"
+    return f"{name} [{units}]" if units else name
+
+
+def _units(obj: object, default: str | None = "1") -> str | None:
+    """The ``units`` attribute of a DataArray (or anything with ``attrs``), else ``default``."""
+    return getattr(obj, "attrs", {}).get("units", default)
+
+
+def _edges(nodes: np.ndarray) -> np.ndarray:
+    """Cell edges around nodes (pixel centres at the nodes): midpoints between neighbours, and
+    half a spacing beyond the first and last node.  Works for periodic grids (right boundary
+    excluded), endpoint grids and non-uniform or decreasing coordinates."""
+    nodes = np.asarray(nodes, dtype=np.float64)
+    if nodes.size == 1:
+        return nodes + np.array([-0.5, 0.5])
+    mid = 0.5 * (nodes[1:] + nodes[:-1])
+    return np.concatenate([[nodes[0] - (mid[0] - nodes[0])], mid,
+                           [nodes[-1] + (nodes[-1] - mid[-1])]])
+
+
+def _is_uniform(nodes: np.ndarray) -> bool:
+    steps = np.diff(np.asarray(nodes, dtype=np.float64))
+    return steps.size < 2 or bool(np.allclose(steps, steps[0], rtol=1e-6, atol=0.0))
+
+
+def _scale(*arrays: np.ndarray, sequential: str = SEQUENTIAL) -> _Scale:
+    """Diverging map with symmetric limits if the values take both signs, otherwise
+    ``sequential`` over their actual range (NaN and inf ignored)."""
+    values = np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in arrays])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return _Scale(sequential, 0.0, 1.0)
+    lo, hi = float(values.min()), float(values.max())
+    tolerance = SIGN_TOLERANCE * max(-lo, hi)
+    if lo < -tolerance and hi > tolerance:
+        limit = max(-lo, hi)
+        return _Scale(DIVERGING, -limit, limit)
+    if lo == hi:  # a constant field: give the colour bar a range around it
+        pad = 0.5 * abs(lo) or 0.5
+        lo, hi = (0.0, 1.0) if lo == 0 else (lo - pad, hi + pad)
+    return _Scale(sequential, lo, hi)
+
+
+def _draw(ax, values: np.ndarray, x: np.ndarray, y: np.ndarray, scale: _Scale, *,
+          aspect: str = "equal"):
+    """Draw ``values[len(y), len(x)]`` with pixel centres at the nodes ``x``, ``y``: an image
+    for uniform coordinates, a mesh otherwise.  Returns the mappable for a colour bar."""
+    ex, ey = _edges(x), _edges(y)
+    style = {"cmap": scale.cmap, "vmin": scale.vmin, "vmax": scale.vmax}
+    if _is_uniform(x) and _is_uniform(y):
+        return ax.imshow(values, origin="lower", extent=(ex[0], ex[-1], ey[0], ey[-1]),
+                         aspect=aspect, interpolation="nearest", **style)
+    mesh = ax.pcolormesh(ex, ey, values, shading="flat", **style)
+    ax.set_aspect(aspect)
+    return mesh
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, _LABEL_WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def _colorbar(fig, mappable, axes, label: str) -> None:
+    bar = fig.colorbar(mappable, ax=axes, shrink=0.9)
+    bar.set_label(_wrap(label), fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+
+
+def _label_axes(ax, xlabel: str | None = None, ylabel: str | None = None) -> None:
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=8)
+    if ylabel:
+        ax.set_ylabel(_wrap(ylabel), fontsize=8)
+    ax.locator_params(nbins=5)  # small panels: a few readable ticks
+    ax.tick_params(labelsize=7)
+
+
+def _time_text(t: float, units: str | None) -> str:
+    return f"t = {t:g}" + (f" {units}" if units and units != "1" else "")
+
+
+def _new_figure(**kwargs):
+    from matplotlib.figure import Figure
+
+    return Figure(layout="constrained", **kwargs)
+
+
+def _save(fig, path: str | os.PathLike, dpi: int) -> pathlib.Path:
+    """Write ``fig`` through a hidden temporary beside ``path``, renamed into place once
+    complete; on any error (unknown format, interrupt, ...) the temporary is removed and an
+    existing ``path`` is left as it was.  The format follows the suffix (PNG without one)."""
+    target = pathlib.Path(os.fspath(path)).expanduser()
+    fmt = target.suffix[1:].lower() or "png"
+    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}{target.suffix}")
+    try:
+        fig.savefig(tmp, dpi=dpi, format=fmt)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset snapshots
+# --------------------------------------------------------------------------------------------
+
+_PLOTTABLE_DIMS = {data.SAMPLE, data.TIME, data.Y, data.X}
+
+
+def _spatial_dims(var: xr.DataArray) -> tuple[str, ...]:
+    if data.X not in var.dims:
+        return ()
+    return (data.Y, data.X) if data.Y in var.dims else (data.X,)
+
+
+def _select_variables(ds: xr.Dataset, variables: str | Sequence[str] | None) -> list[str]:
+    """Names to plot; ValueError for unknown names, non-spatial variables, empty selections."""
+    available = list(ds.data_vars)
+    plottable = [name for name in available if _spatial_dims(ds[name])
+                 and set(ds[name].dims) <= _PLOTTABLE_DIMS]
+    if variables is None:
+        if any("role" in ds[name].attrs for name in available):
+            names = [n for n in plottable if ds[n].attrs.get("role") == "state"]
+            if not names:
+                raise ValueError("nothing to plot: no data variable has role 'state' and "
+                                 f"spatial dims ({data.X!r}); pass variables=... from "
+                                 f"{plottable}")
+            return names
+        if not plottable:
+            raise ValueError(f"nothing to plot: no data variable has spatial dims; the "
+                             f"dataset has {available}")
+        return plottable
+    names = [variables] if isinstance(variables, str) else list(variables)
+    if not names:
+        raise ValueError(f"variables is empty: name at least one of {plottable}")
+    for name in names:
+        if name not in ds.data_vars:
+            raise ValueError(f"dataset has no variable {name!r}; it has {available}")
+        var = ds[name]
+        if not _spatial_dims(var):
+            raise ValueError(f"{name!r} has no spatial dims ({data.X!r}, optionally {data.Y!r}),"
+                             f" it has {var.dims}; plottable variables: {plottable}")
+        extra = [d for d in var.dims if d not in _PLOTTABLE_DIMS]
+        if extra:
+            raise ValueError(f"{name!r} has dims {extra} beyond {sorted(_PLOTTABLE_DIMS)}: "
+                             f"select one entry first, e.g. ds.isel({extra[0]}=0)")
+    return names
+
+
+def _coord(da: xr.DataArray, dim: str) -> tuple[np.ndarray, str]:
+    """Node positions along ``dim`` and their axis label (index positions if no coordinate)."""
+    if dim in da.coords:
+        return np.asarray(da[dim].values, dtype=np.float64), _label(dim, _units(da[dim], None))
+    return np.arange(da.sizes[dim], dtype=np.float64), f"{dim} (index)"
+
+
+def _field_label(da: xr.DataArray, name: str) -> str:
+    return _label(da.attrs.get("long_name", name), _units(da, None))
+
+
+def _draw_panel(fig, ax, da: xr.DataArray, label: str, *, xlabel: bool, ylabel: bool) -> None:
+    """One sample of one field, steady or 1D time-dependent: an image (2D), a space-time
+    diagram (1D + time) or a line (1D steady), with its own colour bar."""
+    x, x_label = _coord(da, data.X)
+    if data.Y in da.dims or data.TIME in da.dims:
+        vertical = data.Y if data.Y in da.dims else data.TIME
+        y, y_label = _coord(da, vertical)
+        values = da.transpose(vertical, data.X).values
+        scale = _scale(values)
+        image = _draw(ax, values, x, y, scale,
+                      aspect="equal" if vertical == data.Y else "auto")
+        _colorbar(fig, image, ax, label)
+        _label_axes(ax, x_label if xlabel else None, y_label if ylabel else None)
+        return
+    ax.plot(x, da.values, linewidth=1.2)
+    if x.size > 1:
+        ax.set_xlim(x.min(), x.max())
+    ax.grid(True, alpha=0.3)
+    _label_axes(ax, x_label if xlabel else None, label)
+
+
+def _domain_ratio(ds: xr.Dataset, names: Sequence[str]) -> float:
+    """Height over width of the first 2D field's domain (1 without one), kept in [0.4, 1.6]
+    so that panels of non-square domains are not padded with blank space."""
+    for name in names:
+        if data.Y in ds[name].dims:
+            (x, _), (y, _) = _coord(ds[name], data.X), _coord(ds[name], data.Y)
+            ex, ey = _edges(x), _edges(y)
+            return float(np.clip(abs(ey[-1] - ey[0]) / abs(ex[-1] - ex[0]), 0.4, 1.6))
+    return 1.0
+
+
+def _suptitle(ds: xr.Dataset) -> str:
+    title = ds.attrs.get("title", "")
+    try:
+        config = data.config_of(ds).get("solver", {})
+    except data.SchemaError:
+        config = {}
+    details = ", ".join(f"{k} = {config[k]}" for k in ("viscosity", "forcing")
+                        if isinstance(config, Mapping) and k in config)
+    return "\n".join(part for part in (title, details) if part)
+
+
+def _snapshot_figure(ds: xr.Dataset, *, variables: str | Sequence[str] | None = None,
+                     samples: Sequence[int] = (0, 1), num_times: int = 5):
+    """Build (but do not save) the :func:`plot_snapshots` figure; returns the Figure."""
+    names = _select_variables(ds, variables)
+    size = ds.sizes.get(data.SAMPLE, 1)
+    samples = [int(s) for s in samples if -size <= s < size]
+    if not samples:
+        raise ValueError(f"no sample to plot: samples must index the {size} samples")
+    movies = [n for n in names if data.TIME in ds[n].dims and data.Y in ds[n].dims]
+    if movies:
+        if num_times < 1:
+            raise ValueError(f"num_times must be at least 1, got {num_times}")
+        count = ds.sizes[data.TIME]
+        times = np.unique(np.linspace(0, count - 1, min(num_times, count)).round().astype(int))
+        rows, cols = [(s, n) for s in samples for n in names], len(times)
+    else:
+        times = np.array([], dtype=int)
+        rows, cols = [(s, None) for s in samples], len(names)
+    row_height = (_PANEL - 0.5) * _domain_ratio(ds, names) + 0.5  # image + title and labels
+    fig = _new_figure(figsize=(_PANEL * cols + 1.6, row_height * len(rows) + 0.9))
+    axes = fig.subplots(len(rows), cols, squeeze=False)
+    for r, (sample, row_name) in enumerate(rows):
+        where = (f"sample {int(ds[data.SAMPLE][sample])}" if data.SAMPLE in ds.coords
+                 else f"sample {sample}")
+        last_row = r == len(rows) - 1
+        for c, name in enumerate([row_name] if row_name else names):
+            field = ds[name]
+            da = field.isel({data.SAMPLE: sample}) if data.SAMPLE in field.dims else field
+            label = _field_label(field, name)
+            if name in movies:
+                _draw_movie_row(fig, axes[r], da, times, label, where, xlabel=last_row)
+                continue
+            # A steady or 1D field among 2D time rows takes the first panel of its row alone.
+            _draw_panel(fig, axes[r, c], da, label, xlabel=last_row or bool(row_name),
+                        ylabel=True)
+            axes[r, c].set_title(f"{name}, {where}", fontsize=9)
+            for ax in axes[r, 1:] if row_name else ():
+                ax.set_visible(False)
+    fig.suptitle(_suptitle(ds), fontsize=10)
+    return fig
+
+
+def _draw_movie_row(fig, axes, da: xr.DataArray, times: np.ndarray, label: str, where: str,
+                    *, xlabel: bool) -> None:
+    """One sample of one 2D time-dependent field at ``times``, sharing one colour bar."""
+    frames = da.isel({data.TIME: list(times)}).transpose(data.TIME, data.Y, data.X)
+    x, x_label = _coord(da, data.X)
+    y, y_label = _coord(da, data.Y)
+    scale = _scale(frames.values)
+    time_units = _units(da[data.TIME], None) if data.TIME in da.coords else None
+    for col, ax in enumerate(axes):
+        image = _draw(ax, frames.values[col], x, y, scale)
+        t = float(frames[data.TIME][col]) if data.TIME in frames.coords else float(times[col])
+        ax.set_title(f"{where}, {_time_text(t, time_units)}", fontsize=9)
+        _label_axes(ax, x_label if xlabel else None, y_label if col == 0 else None)
+    _colorbar(fig, image, list(axes), label)
+
+
+def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *,
+                   variables: str | Sequence[str] | None = None,
                    samples: Sequence[int] = (0, 1), num_times: int = 5,
-                   dpi: int = 110) -> os.PathLike:
-    """Write a grid of snapshots: one row per sample, ``num_times`` evenly spaced times.
+                   dpi: int = 110) -> pathlib.Path:
+    """Write a figure of dataset fields, for any field and any (1D or 2D) grid.
 
-    Each row shares a symmetric colour scale (a diverging map centred on zero) and has its
-    own colour bar labelled with the variable's long name and units.
+    Layouts:
+
+    * any 2D time-dependent field selected: one row per (sample, field), one column per time
+      (``num_times`` evenly spaced); each row has one colour scale and one colour bar.  Steady
+      or 1D fields in such a figure get the first panel of their row.
+    * otherwise one row per sample and one column per field, each panel with its own colour
+      bar: 2D steady fields as images, 1D time-dependent fields as space-time diagrams (``x``
+      horizontal, time vertical), 1D steady fields as line plots.
+
+    Colour bars are labelled ``long_name [units]``.  A field that takes both signs in what is
+    shown gets a diverging map (``RdBu_r``) with symmetric limits, otherwise ``viridis`` over
+    its actual range.  Images span the real domain: pixel centres at the coordinate nodes, so
+    the extent runs from ``x0 - dx/2`` to ``x_last + dx/2``.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        A dataset with ``variable[sample, time, y, x]``.
+        An ssmpde dataset (see :mod:`ssmpde.data`).
     path : path
         Output image (PNG, PDF or SVG by suffix); written atomically.
+    variables : str or sequence of str, optional
+        Variables to draw.  Default: every variable with ``role == "state"`` and spatial dims,
+        or every variable with spatial dims if the dataset has no ``role`` attributes.
+    samples : sequence of int
+        Positions along ``sample`` (those out of range are skipped).
+    num_times : int
+        Columns for time-dependent 2D fields.
+
+    Raises
+    ------
+    ValueError
+        For an unknown variable (the message lists the available ones), a variable without
+        spatial dims, or an empty selection of variables or samples.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    if variable not in ds:
-        raise ValueError(f"dataset has no variable {variable!r}; it has {sorted(ds.data_vars)}")
-    field = ds[variable]
-    if field.dims != (data.SAMPLE, data.TIME, data.Y, data.X):
-        raise ValueError(f"{variable!r} must have dims (sample, time, y, x), got {field.dims}")
-    samples = [s for s in samples if s < ds.sizes[data.SAMPLE]]
-    times = np.unique(np.linspace(0, ds.sizes[data.TIME] - 1, num_times).round().astype(int))
-    units = field.attrs.get("units", "")
-    label = f"{field.attrs.get('long_name', variable)}" + (f" [{units}]" if units != "1" else
-                                                            " (non-dimensional)")
-    x, y = ds[data.X].values, ds[data.Y].values
-    dx = x[1] - x[0] if len(x) > 1 else 1.0
-    dy = y[1] - y[0] if len(y) > 1 else 1.0
-    extent = (x[0], x[-1] + dx, y[0], y[-1] + dy)
-    fig, axes = plt.subplots(len(samples), len(times), squeeze=False,
-                             figsize=(2.3 * len(times) + 1.0, 2.3 * len(samples) + 0.6),
-                             layout="constrained")
-    for row, sample in enumerate(samples):
-        frames = field.isel(sample=sample, time=list(times)).values
-        limit = float(np.max(np.abs(frames))) or 1.0
-        for col, t in enumerate(times):
-            ax = axes[row, col]
-            image = ax.imshow(frames[col], origin="lower", extent=extent, cmap="RdBu_r",
-                              vmin=-limit, vmax=limit, interpolation="nearest")
-            ax.set_title(f"sample {int(ds[data.SAMPLE][sample])}, "
-                         f"t = {float(ds[data.TIME][t]):g}", fontsize=9)
-            ax.set_xticks([0, 0.5, 1])
-            ax.set_yticks([0, 0.5, 1])
-            ax.tick_params(labelsize=7)
-            if row == len(samples) - 1:
-                ax.set_xlabel("x", fontsize=8)
-            if col == 0:
-                ax.set_ylabel("y", fontsize=8)
-        fig.colorbar(image, ax=axes[row, :].tolist(), shrink=0.9, label=label)
-    title = ds.attrs.get("title", "")
-    config = data.config_of(ds).get("solver", {})
-    details = ", ".join(f"{k} = {config[k]}" for k in ("viscosity", "forcing") if k in config)
-    fig.suptitle(f"{title}\n{details}", fontsize=10)
-    return _save(fig, path, dpi)
+    return _save(_snapshot_figure(ds, variables=variables, samples=samples,
+                                  num_times=num_times), path, dpi)
 
 
-def _save(fig, path, dpi) -> os.PathLike:
-    """Write ``fig`` through a temporary name (no half-written image) and close it."""
-    import matplotlib.pyplot as plt
+# --------------------------------------------------------------------------------------------
+# Hybrid rollouts
+# --------------------------------------------------------------------------------------------
 
-    path = os.fspath(path)
-    root, suffix = os.path.splitext(path)
-    tmp = f"{root}.tmp{suffix}"
-    try:
-        fig.savefig(tmp, dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+def _per_field(value: str | Mapping[str, str] | Sequence[str] | None, fields: Sequence[str],
+               default: Sequence[str], what: str) -> list[str]:
+    if value is None:
+        return list(default)
+    if isinstance(value, str):
+        return [value] * len(fields)
+    if isinstance(value, Mapping):
+        return [value.get(f, d) for f, d in zip(fields, default)]
+    value = list(value)
+    if len(value) != len(fields):
+        raise ValueError(f"{what} has {len(value)} entries for {len(fields)} fields {fields}")
+    return value
 
 
-def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.ndarray,
-                surrogate: np.ndarray, times: Sequence[float], errors: dict[str, np.ndarray],
-                schedule: str, field: str = "vorticity", sample: int = 0,
-                sample_label: int | None = None, dpi: int = 110) -> os.PathLike:
-    """Hybrid rollout figure: the last frame of the solver-only reference, the hybrid run and
-    the surrogate-only run, the hybrid's error, and relative L2 error against time for every
-    schedule on one axis.
+def _grid_coords(coords: Mapping[str, np.ndarray] | None,
+                 shape: Sequence[int]) -> list[tuple[np.ndarray, str]]:
+    """Node positions and axis labels for the grid dims (``(x,)`` or ``(y, x)``)."""
+    dims = data.SPATIAL_DIMS[len(shape)]
+    coords = dict(coords or {})
+    unknown = sorted(set(coords) - set(dims))
+    if unknown:
+        raise ValueError(f"coords has {unknown}; a {len(shape)}D grid has dims {list(dims)}")
+    result = []
+    for dim, n in zip(dims, shape):
+        values = coords.get(dim)
+        if values is None:
+            result.append((np.arange(n, dtype=np.float64) / n, _label(dim, "1")))
+            continue
+        nodes = np.asarray(values, dtype=np.float64)
+        if nodes.shape != (n,):
+            raise ValueError(f"coords[{dim!r}] has shape {nodes.shape}, the grid has {n} nodes")
+        result.append((nodes, _label(dim, _units(values))))
+    return result
 
-    ``reference``, ``hybrid``, ``surrogate`` are ``[batch, time, field, y, x]``; ``errors``
-    maps a schedule to its per-step relative L2 ``[time]``.
-    """
-    import matplotlib
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig = plt.figure(figsize=(13.5, 6.2), layout="constrained")
-    top = fig.subfigures(2, 1, height_ratios=[1.0, 0.9])
-    axes = top[0].subplots(1, 4)
-    last = -1
-    frames = [reference[sample, last, 0], hybrid[sample, last, 0], surrogate[sample, last, 0]]
-    limit = float(max(np.abs(f).max() for f in frames)) or 1.0
-    titles = ["solver only (reference)", f"hybrid ({schedule})", "surrogate only"]
-    for ax, frame, title in zip(axes[:3], frames, titles):
-        image = ax.imshow(frame, origin="lower", extent=(0, 1, 0, 1), cmap="RdBu_r",
-                          vmin=-limit, vmax=limit, interpolation="nearest")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("x", fontsize=8)
-        ax.set_ylabel("y", fontsize=8)
-    top[0].colorbar(image, ax=list(axes[:3]), shrink=0.85, label=f"{field} (non-dimensional)")
-    error = np.abs(frames[1] - frames[0])
-    image = axes[3].imshow(error, origin="lower", extent=(0, 1, 0, 1), cmap="magma",
-                           interpolation="nearest")
-    axes[3].set_title("|hybrid − reference|", fontsize=9)
-    axes[3].set_xlabel("x", fontsize=8)
-    top[0].colorbar(image, ax=axes[3], shrink=0.85, label="absolute error")
-    label = sample if sample_label is None else sample_label
-    top[0].suptitle(f"sample {label}, t = {float(times[last]):g}", fontsize=10)
-    ax = top[1].subplots()
+def _hybrid_figure(*, reference: np.ndarray, hybrid: np.ndarray, surrogate: np.ndarray,
+                   times: Sequence[float], errors: Mapping[str, np.ndarray], schedule: str,
+                   fields: Sequence[str] = ("vorticity",),
+                   units: str | Mapping[str, str] | Sequence[str] | None = None,
+                   long_names: str | Mapping[str, str] | Sequence[str] | None = None,
+                   coords: Mapping[str, np.ndarray] | None = None, sample: int = 0,
+                   sample_label: int | None = None):
+    """Build (but do not save) the :func:`plot_hybrid` figure; returns the Figure."""
+    runs = [np.asarray(a) for a in (reference, hybrid, surrogate)]
+    shape = runs[0].shape
+    if len(shape) not in (4, 5) or any(a.shape != shape for a in runs):
+        raise ValueError("reference, hybrid and surrogate must share a shape [batch, time, "
+                         f"field, *grid] with a 1D or 2D grid, got {[a.shape for a in runs]}")
+    fields = [fields] if isinstance(fields, str) else list(fields)
+    if not fields or len(fields) > shape[2]:
+        raise ValueError(f"fields {fields} must name 1 to {shape[2]} entries of the field axis")
+    if not -shape[0] <= sample < shape[0]:
+        raise ValueError(f"sample {sample} is out of range for a batch of {shape[0]}")
+    time_values = np.asarray(times, dtype=np.float64)
+    if time_values.shape != (shape[1],):
+        raise ValueError(f"times has shape {time_values.shape}, the runs have {shape[1]} frames")
     for name, curve in errors.items():
+        if np.shape(curve) != (shape[1],):
+            raise ValueError(f"errors[{name!r}] has shape {np.shape(curve)}, expected "
+                             f"({shape[1]},)")
+    units = _per_field(units, fields, ["1"] * len(fields), "units")
+    long_names = _per_field(long_names, fields, fields, "long_names")
+    grid = _grid_coords(coords, shape[3:])
+    time_label = _label("time", _units(times))
+    steady_frame = len(grid) == 2  # 2D: last frame; 1D: space-time over all frames
+
+    fig = _new_figure(figsize=(14.0, 3.1 * len(fields) + 3.0))
+    top, bottom = fig.subfigures(2, 1, height_ratios=[3.1 * len(fields), 3.0])
+    axes = top.subplots(len(fields), 4, squeeze=False)
+    titles = ["solver only (reference)", f"hybrid ({schedule})", "surrogate only",
+              "|hybrid − reference|"]
+    x, x_label = grid[-1]
+    y, y_label = grid[0] if steady_frame else (time_values, time_label)
+    aspect = "equal" if steady_frame else "auto"
+    for i, row in enumerate(axes):
+        frames = [a[sample, -1, i] if steady_frame else a[sample, :, i] for a in runs]
+        with np.errstate(invalid="ignore", over="ignore"):  # a diverged run may hold inf
+            error = np.abs(frames[1] - frames[0])
+        shared = _scale(*frames)
+        for j, (ax, values) in enumerate(zip(row, [*frames, error])):
+            scale = shared if j < 3 else _scale(error, sequential=ERROR_MAP)
+            image = _draw(ax, values, x, y, scale, aspect=aspect)
+            ax.set_title(titles[j], fontsize=9)
+            _label_axes(ax, x_label, y_label if j == 0 else None)
+            if j == 2:  # the three runs share this colour bar; the error has its own
+                _colorbar(top, image, list(row[:3]), _label(long_names[i], units[i]))
+        _colorbar(top, image, row[3], _label(f"|error| in {long_names[i]}", units[i]))
+    label = sample if sample_label is None else sample_label
+    when = (_time_text(time_values[-1], _units(times, None)) if steady_frame else
+            f"t = {time_values[0]:g} … {time_values[-1]:g}")
+    top.suptitle(f"sample {label}, {when}", fontsize=10)
+
+    ax = bottom.subplots()
+    for name, curve in errors.items():
+        curve = np.asarray(curve, dtype=np.float64)
         if not np.any(curve > 0):  # the solver-only run matches exactly: no place on log axes
             ax.plot([], [], " ", label=f"{name}: exact (0)")
             continue
-        ax.plot(times, np.where(curve > 0, curve, np.nan), marker="o", markersize=3,
+        ax.plot(time_values, np.where(curve > 0, curve, np.nan), marker="o", markersize=3,
                 label=name)
-    ax.set_xlabel("time (non-dimensional)")
+    ax.set_xlabel(time_label)
     ax.set_ylabel("relative L2 error vs solver")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, title="schedule", title_fontsize=8)
+    return fig
+
+
+def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.ndarray,
+                surrogate: np.ndarray, times: Sequence[float], errors: dict[str, np.ndarray],
+                schedule: str, fields: Sequence[str] = ("vorticity",),
+                field: str | None = None,
+                units: str | Mapping[str, str] | Sequence[str] | None = None,
+                long_names: str | Mapping[str, str] | Sequence[str] | None = None,
+                coords: Mapping[str, np.ndarray] | None = None, sample: int = 0,
+                sample_label: int | None = None, dpi: int = 110) -> pathlib.Path:
+    """Hybrid rollout figure, one row per field, and relative L2 error against time below.
+
+    For a 2D grid each row shows the last frame of the solver-only reference, the hybrid run
+    and the surrogate-only run (one shared colour scale and colour bar, diverging only if the
+    values take both signs) and ``|hybrid − reference|`` (its own colour bar).  For a 1D grid
+    the same four panels are space-time diagrams (``x`` horizontal, time vertical).  Below,
+    the relative L2 error of every schedule against time on log axes; a schedule that matches
+    the reference exactly is listed as ``"name: exact (0)"``.
+
+    Parameters
+    ----------
+    reference, hybrid, surrogate : numpy.ndarray
+        ``[batch, time, field, *grid]`` with ``grid`` ``(x,)`` or ``(y, x)``.
+    times : sequence of float
+        ``[time]``, the time of each frame (units from ``times.attrs`` if it has them).
+    errors : dict of str to numpy.ndarray
+        Schedule name to its per-step relative L2 error ``[time]``.
+    schedule : str
+        The schedule of ``hybrid``.
+    fields : sequence of str
+        Names of the first ``len(fields)`` entries of the field axis; those are drawn.
+    field : str, optional
+        Shortcut for ``fields=(field,)``.
+    units, long_names : str, mapping or sequence, optional
+        Per field (mapping by name or sequence in order); defaults ``"1"`` and the name.
+    coords : mapping of str to array, optional
+        Node positions per grid dim (``"x"``, ``"y"``); default ``j / n`` on the unit
+        interval.  Units are read from ``attrs`` (xarray coordinates) if present.
+    sample : int
+        Position along ``batch`` to draw; ``sample_label`` is shown instead if given.
+    """
+    if field is not None:
+        if tuple(fields) not in (("vorticity",), (field,)):
+            raise ValueError(f"pass field={field!r} or fields={tuple(fields)}, not both")
+        fields = (field,)
+    fig = _hybrid_figure(reference=reference, hybrid=hybrid, surrogate=surrogate, times=times,
+                         errors=errors, schedule=schedule, fields=fields, units=units,
+                         long_names=long_names, coords=coords, sample=sample,
+                         sample_label=sample_label)
     return _save(fig, path, dpi)

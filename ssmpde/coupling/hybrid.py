@@ -6,11 +6,13 @@ A schedule says which component advances each step:
 * a repeating pattern ``"surrogate:4,solver:1"`` (four surrogate steps, then the solver
   re-anchors, and so on);
 * ``"adaptive"``: the surrogate proposes every step, and the step goes to the solver
-  (recorded as ``fallback``, with the reason) when the proposal fails a physical check: a
-  non-finite value, a drift of the spatial mean (mean vorticity is conserved), or growth of
-  the mean square (enstrophy) beyond a bound.
+  (recorded as ``fallback``, with the reason) when the proposal fails a physical check the
+  solver declares (:class:`ssmpde.solvers.base.Checks`: non-finite values, drift of a
+  conserved mean, loss of positivity, growth of the mean square beyond a bound).
 
 States are NumPy ``[batch, window, field, *grid]`` histories, as in the Stepper protocol.
+Per-sample inputs are a mapping of arrays, or a :class:`Conditions` that also holds
+time-dependent forcing and gives each step the values at its time.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import numpy as np
 import xarray as xr
 
 from ssmpde import data as schema
+from ssmpde.core import autoregressive, relative_l2
+from ssmpde.solvers.base import Checks
 
-__all__ = ["Checks", "HybridResult", "hybrid_rollout", "parse_schedule", "rollout",
-           "to_dataset"]
+__all__ = ["Checks", "Conditions", "HybridResult", "hybrid_rollout", "parse_schedule",
+           "rollout", "to_dataset"]
 
 SOLVER, SURROGATE, FALLBACK = "solver", "surrogate", "fallback"
 
@@ -61,37 +65,47 @@ def _pattern_component(pattern: list[tuple[str, int]], step: int) -> str:
     raise AssertionError("unreachable")
 
 
-@dataclass(frozen=True)
-class Checks:
-    """Physical checks of the adaptive schedule, per sample of a proposed frame.
+class Conditions:
+    """Per-sample inputs of a rollout: static values and time-dependent forcing.
 
-    Attributes
+    Parameters
     ----------
-    mean_tolerance : float
-        Largest allowed change of a field's spatial mean in one step, relative to the
-        field's standard deviation in the previous frame (mean vorticity is conserved).
-    growth_bound : float
-        Largest allowed ratio of the mean square (enstrophy for vorticity) to the previous
-        frame's.
+    static : mapping of str to array ``[batch, ...]``
+    series : mapping of str to array ``[batch, time, *grid]``, optional
+        Known forcing at ``times``; a step at time ``t`` gets the frame at ``t``.
+    times : array ``[time]``, optional
     """
 
-    mean_tolerance: float = 0.05
-    growth_bound: float = 1.5
+    def __init__(self, static: Mapping[str, np.ndarray],
+                 series: Mapping[str, np.ndarray] | None = None, times=None) -> None:
+        self.static = dict(static)
+        self.series = dict(series or {})
+        self.times = None if times is None else np.asarray(times, dtype=np.float64)
 
-    def failure(self, previous: np.ndarray, proposed: np.ndarray) -> str | None:
-        """Why ``proposed`` ``[batch, field, *grid]`` is rejected, or None."""
-        if not np.isfinite(proposed).all():
-            return "non-finite values"
-        axes = tuple(range(2, proposed.ndim))
-        scale = previous.std(axis=axes) + 1e-12
-        drift = np.abs(proposed.mean(axis=axes) - previous.mean(axis=axes)) / scale
-        if (drift > self.mean_tolerance).any():
-            return f"mean drift {drift.max():.3g} x std > {self.mean_tolerance}"
-        growth = np.square(proposed).mean(axis=axes) / (np.square(previous).mean(axis=axes)
-                                                        + 1e-300)
-        if (growth > self.growth_bound).any():
-            return f"mean-square growth {growth.max():.3g} > {self.growth_bound}"
-        return None
+    @classmethod
+    def from_dataset(cls, ds: xr.Dataset) -> Conditions:
+        """The ``parameter`` and ``forcing`` variables of a dataset (roles), by sample."""
+        roles = schema.roles_of(ds)
+        static, series = {}, {}
+        for name, role in roles.items():
+            if role in ("parameter", "forcing"):
+                target = series if schema.TIME in ds[name].dims else static
+                target[name] = np.asarray(ds[name].transpose(schema.SAMPLE, ...).values)
+        times = ds[schema.TIME].values if series else None
+        return cls(static, series, times)
+
+    def at(self, time: float) -> dict[str, np.ndarray]:
+        """The inputs of a step whose history ends at ``time``."""
+        values = dict(self.static)
+        if self.series:
+            index = int(np.argmin(np.abs(self.times - time)))
+            spacing = np.min(np.diff(self.times)) if len(self.times) > 1 else 1.0
+            if abs(self.times[index] - time) > 1e-6 * spacing:
+                raise ValueError(f"the forcing {sorted(self.series)} is known at times "
+                                 f"{self.times[0]:g}..{self.times[-1]:g}; a step from t = "
+                                 f"{time:g} needs it there: shorten the rollout")
+            values.update({name: value[:, index] for name, value in self.series.items()})
+        return values
 
 
 @dataclass
@@ -145,41 +159,33 @@ def _check_history(history: np.ndarray, *steppers) -> np.ndarray:
     return history
 
 
-def _advance(stepper, frames: list[np.ndarray], time: float, parameters):
-    history = np.stack(frames[-stepper.window:], axis=1)
+def _advance(stepper, window: np.ndarray, time: float, parameters) -> np.ndarray:
+    """One step of ``stepper`` from the last frames of ``window``, given the inputs it takes."""
+    if isinstance(parameters, Conditions):
+        parameters = parameters.at(time)
     names = getattr(stepper, "parameter_names", None)
     if parameters is not None and names is not None:
-        # Each stepper gets the parameters it takes: a solver needs viscosity, a
-        # surrogate may also be conditioned on the forcing field.
+        # Each stepper gets the inputs it takes: a solver needs viscosity and the forcing
+        # amplitudes, a surrogate the forcing field.
         parameters = {k: v for k, v in parameters.items() if k in names}
+    history = window[:, -stepper.window:]
     return np.asarray(stepper.step(history, time=time, parameters=parameters),
                       dtype=np.float64)
 
 
 def rollout(stepper, history: np.ndarray, num_steps: int, *, time: float = 0.0,
-            parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+            parameters: Mapping[str, np.ndarray] | Conditions | None = None) -> np.ndarray:
     """``num_steps`` steps of one Stepper from ``history`` (its last frame at ``time``):
     ``[batch, num_steps, field, *grid]``."""
     history = _check_history(history, stepper)
-    frames = list(np.moveaxis(history, 1, 0))
-    out = []
-    for k in range(num_steps):
-        frame = _advance(stepper, frames, time + k * stepper.dt, parameters)
-        frames.append(frame)
-        out.append(frame)
-    return np.stack(out, axis=1)
-
-
-def relative_l2(prediction: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Per-sample ‖pred − true‖₂ / ‖true‖₂ over every axis but the first."""
-    difference = (prediction - target).reshape(len(target), -1)
-    return np.linalg.norm(difference, axis=1) / np.maximum(
-        np.linalg.norm(target.reshape(len(target), -1), axis=1), 1e-300)
+    return autoregressive(
+        lambda k, window: _advance(stepper, window, time + k * stepper.dt, parameters),
+        history, num_steps)
 
 
 def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
                    schedule: str = "surrogate:4,solver:1", *, time: float = 0.0,
-                   parameters: Mapping[str, np.ndarray] | None = None,
+                   parameters: Mapping[str, np.ndarray] | Conditions | None = None,
                    reference: np.ndarray | bool | None = True,
                    checks: Checks | None = None) -> HybridResult:
     """Advance ``num_steps`` with the solver and the surrogate taking turns by ``schedule``.
@@ -193,46 +199,47 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         At least the larger of the two windows; its last frame is at ``time``.
     schedule : str
         See :func:`parse_schedule`.
-    parameters : mapping, optional
-        Per-sample parameters for both (viscosity, forcing, …).
+    parameters : mapping or Conditions, optional
+        Per-sample inputs for both (viscosity, forcing, …); each stepper gets those in its
+        ``parameter_names``. A :class:`Conditions` also carries time-dependent forcing.
     reference : array, True or None
         The solver-only trajectory ``[batch, num_steps, field, *grid]`` to measure errors
         against; True computes it (and times it); None skips the errors.
     checks : Checks, optional
-        The adaptive schedule's checks.
+        The adaptive schedule's checks; default the solver's own (``solver.checks``).
     """
     if solver.dt != surrogate.dt:
         raise ValueError(f"the solver steps {solver.dt} and the surrogate {surrogate.dt}: "
                          "configure the solver's record interval to the surrogate's dt")
     history = _check_history(history, solver, surrogate)
     plan = parse_schedule(schedule)
-    checks = checks or Checks()
-    frames = list(np.moveaxis(history, 1, 0))
+    checks = checks or getattr(solver, "checks", None) or Checks()
     seconds = {SOLVER: 0.0, SURROGATE: 0.0}
     source: list[str] = []
     reasons: list[str | None] = []
-    out = []
-    for k in range(num_steps):
+
+    def step(k: int, window: np.ndarray) -> np.ndarray:
         now = time + k * solver.dt
         component = SURROGATE if plan == "adaptive" else _pattern_component(plan, k)
         reason = None
         started = _time.perf_counter()
         if component == SURROGATE:
-            frame = _advance(surrogate, frames, now, parameters)
+            frame = _advance(surrogate, window, now, parameters)
             seconds[SURROGATE] += _time.perf_counter() - started
             if plan == "adaptive":
-                reason = checks.failure(frames[-1], frame)
+                reason = checks.failure(window[:, -1], frame, solver.fields)
             if reason is not None:
                 component = FALLBACK
                 started = _time.perf_counter()
         if component != SURROGATE:
-            frame = _advance(solver, frames, now, parameters)
+            frame = _advance(solver, window, now, parameters)
             seconds[SOLVER] += _time.perf_counter() - started
-        frames.append(frame)
-        out.append(frame)
         source.append(component)
         reasons.append(reason)
-    result = HybridResult(np.stack(out, axis=1), time + solver.dt * np.arange(1, num_steps + 1),
+        return frame
+
+    frames = autoregressive(step, history, num_steps)
+    result = HybridResult(frames, time + solver.dt * np.arange(1, num_steps + 1),
                           source, reasons, seconds)
     if reference is True:
         started = _time.perf_counter()
@@ -243,8 +250,8 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         if reference.shape != result.frames.shape:
             raise ValueError(f"reference must have shape {list(result.frames.shape)}, got "
                              f"{list(reference.shape)}")
-        result.errors = np.array([relative_l2(result.frames[:, k], reference[:, k]).mean()
-                                  for k in range(num_steps)])
+        result.errors = np.array([relative_l2(result.frames[:, k], reference[:, k],
+                                              fields=True).mean() for k in range(num_steps)])
     return result
 
 
@@ -274,26 +281,27 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
         if dim in solver_coords and solver_coords[dim].size == n:
             coords[dim] = solver_coords[dim]
         else:
-            coords[dim] = schema.grid_coordinates(n, ndim=len(grid_shape))[dim]
+            coords[dim] = schema.grid_coordinates(grid_shape)[dim]
     units = dict(units or {})
     specs = solver.variables() if hasattr(solver, "variables") else {}
     data_vars = {}
     for f, name in enumerate(solver.fields):
         spec = specs.get(name)
         attrs = {"long_name": getattr(spec, "long_name", name),
-                 "units": units.get(name, getattr(spec, "units", "1"))}
+                 "units": units.get(name, getattr(spec, "units", "1")), schema.ROLE: "state"}
         data_vars[name] = xr.DataArray(frames[:, :, f], dims=(schema.SAMPLE, schema.TIME, *dims),
                                        attrs=attrs)
     data_vars["source"] = xr.DataArray(
         np.array([SOURCE_CODES[s] for s in result.source], dtype=np.int8), dims=(schema.TIME,),
         attrs={"long_name": "component that made the frame", "units": "1",
+               schema.ROLE: "diagnostic",
                "flag_values": np.array(list(SOURCE_CODES.values()), dtype=np.int8),
                "flag_meanings": " ".join(SOURCE_CODES)})
     if result.errors is not None:
         data_vars["rel_l2_error"] = xr.DataArray(
             result.errors, dims=(schema.TIME,),
             attrs={"long_name": "relative L2 error against the solver-only run, mean over "
-                                "samples", "units": "1"})
+                                "samples", "units": "1", schema.ROLE: "diagnostic"})
     solver_config = getattr(solver, "config", None)
     config = {
         "schedule": schedule,

@@ -10,7 +10,7 @@ import numpy as np
 from ssmpde import data as schema
 from ssmpde.solvers import get_solver
 
-from .hybrid import hybrid_rollout, parse_schedule, rollout, to_dataset
+from .hybrid import Conditions, hybrid_rollout, parse_schedule, rollout, to_dataset
 from .stepper import SurrogateStepper
 from .warm_start import OperatorSurrogate, warm_start
 
@@ -61,14 +61,18 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     with schema.open_dataset(data) as ds:
         indices = _parse_samples(samples, ds.sizes[schema.SAMPLE])
         window = surrogate.window
+        missing = [f for f in surrogate.fields if f not in ds.data_vars]
+        if missing or schema.TIME not in ds.dims:
+            raise ValueError(f"{data} does not hold trajectories of {list(surrogate.fields)}, "
+                             f"the fields the surrogate advances (it has "
+                             f"{sorted(ds.data_vars)}): use the data it was trained on")
         if ds.sizes[schema.TIME] < window:
             raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
                              f"{window} to start")
-        sub = ds.isel({schema.SAMPLE: indices})
+        sub = ds.isel({schema.SAMPLE: indices}).load()
         history = np.stack([sub[f].values[:, :window] for f in surrogate.fields], axis=2)
         time = float(sub[schema.TIME].values[window - 1])
-        parameters = {name: sub[name].values for name in sub.data_vars
-                      if schema.TIME not in sub[name].dims}
+        parameters = Conditions.from_dataset(sub)
     reference = rollout(solver, history, steps, time=time, parameters=parameters)
     runs, rows = {}, []
     for schedule in dict.fromkeys(["solver", "surrogate", *schedules]):
@@ -87,10 +91,16 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     if plot is not None:
         from ssmpde.plotting import plot_hybrid
 
+        specs = solver.variables()
+        coords = {dim: solver.coordinates()[dim].values
+                  for dim in schema.SPATIAL_DIMS[len(surrogate.grid)]}
         plot_hybrid(plot, reference=reference, hybrid=runs[main].frames,
                     surrogate=runs["surrogate"].frames, times=runs[main].times,
                     errors={k: v.errors for k, v in runs.items()}, schedule=main,
-                    field=surrogate.fields[0], sample_label=int(indices[0]))
+                    fields=surrogate.fields, coords=coords,
+                    units={f: specs[f].units for f in surrogate.fields},
+                    long_names={f: specs[f].long_name for f in surrogate.fields},
+                    sample_label=int(indices[0]))
     return rows
 
 

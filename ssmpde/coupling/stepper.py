@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ssmpde.surrogates.data import Task, model_inputs
-from ssmpde.surrogates.train import load_checkpoint, normalised_model
+from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+from ssmpde.surrogates.datasets import Task
 
 __all__ = ["SurrogateStepper"]
 
@@ -31,9 +31,10 @@ class SurrogateStepper:
         The record interval the model was trained on.
     window : int
         Past frames one step needs.
-    conditioning : tuple of str
-        Per-sample parameters :meth:`step` needs in ``parameters`` (e.g. ``viscosity``,
-        ``forcing``): scalars ``[batch]`` or fields ``[batch, *grid]``.
+    parameter_names : tuple of str
+        The per-sample inputs :meth:`step` needs in ``parameters`` (the task's conditioning,
+        e.g. ``viscosity``, ``forcing``): scalars ``[batch]`` or fields ``[batch, *grid]``
+        (time-dependent forcing at the step's ``time``).
     """
 
     def __init__(self, model: torch.nn.Module, record: dict, *, device=None,
@@ -91,7 +92,7 @@ class SurrogateStepper:
                              f" (window, field, *grid), got {list(history.shape)}")
         cond = self._conditioning(history.shape[0], parameters)
         with torch.no_grad():
-            x = model_inputs(torch.as_tensor(history, dtype=torch.float32, device=self.device),
-                             torch.as_tensor(cond, dtype=torch.float32, device=self.device))
-            frame = self._wrapped(x)
+            frame = self._wrapped.step(
+                torch.as_tensor(history, dtype=torch.float32, device=self.device),
+                torch.as_tensor(cond, dtype=torch.float32, device=self.device))
         return frame.double().cpu().numpy()

@@ -15,8 +15,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ssmpde.surrogates.data import Task
-from ssmpde.surrogates.train import load_checkpoint, normalised_model
+from ssmpde.core import relative_l2
+from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+from ssmpde.surrogates.datasets import Task
 
 __all__ = ["OperatorSurrogate", "warm_start"]
 
@@ -102,13 +103,9 @@ def warm_start(solver, surrogate: OperatorSurrogate, a: np.ndarray, *,
     u_warm, warm = solver.solve_iterative(a, x0=guess, rtol=rtol)
     seconds_warm = _time.perf_counter() - started + seconds_prediction
 
-    def rel(x, y):
-        return np.linalg.norm((x - y).reshape(len(y), -1), axis=1) / np.linalg.norm(
-            y.reshape(len(y), -1), axis=1)
-
     return {"iterations_cold": cold["iterations"], "iterations_warm": warm["iterations"],
             "converged": cold["converged"] & warm["converged"],
             "seconds_cold": seconds_cold, "seconds_warm": seconds_warm,
             "seconds_prediction": seconds_prediction,
-            "initial_guess_error": rel(guess, u_cold),
-            "solution_difference": rel(u_warm, u_cold), "u": u_warm}
+            "initial_guess_error": relative_l2(guess, u_cold),
+            "solution_difference": relative_l2(u_warm, u_cold), "u": u_warm}

@@ -8,7 +8,10 @@ One dispatcher per scan, one ``backend`` argument, correctness by default:
   Triton interpreter on CPU tensors when ``TRITON_INTERPRET=1``;
 * ``"auto"`` (default): Triton for CUDA tensors, the CPU path otherwise.
 
-Every backend matches the reference in values and gradients (see ``tests/kernels``).
+Every backend matches the reference in values and gradients (see ``tests/kernels``). The
+dispatchers validate the arguments once, before choosing a backend
+(:func:`._checks.check_scan_inputs`: shapes, floating dtypes, one device, non-empty); the
+backends check only their own constraints.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 
+from ._checks import check_scan_inputs
 from .cross_scan import cross_merge, cross_merge_2d, cross_scan, cross_scan_2d
 from .reference import selective_scan_2d_ref, selective_scan_ref
 
@@ -64,7 +68,16 @@ def selective_scan(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None
     Returns
     -------
     out ``[batch, channel, length]``, and the last state if ``return_last_state``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, if one has the wrong shape, is not a floating-point tensor on
+        ``u``'s device, or is empty; if the groups of B or C do not divide the channels, or B
+        and C are both grouped with different groups (backend "cpu": also one grouped and one
+        plain).
     """
+    check_scan_inputs(u, delta, A, B, C, D, R, z, delta_bias, initial_state, spatial=1)
     kwargs = dict(D=D, R=R, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus,
                   reverse=reverse, initial_state=initial_state,
                   return_last_state=return_last_state)
@@ -80,7 +93,9 @@ def selective_scan(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None
 def selective_scan_2d(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None,
                       delta_softplus=True, backend: str = "auto"):
     """2D selective scan (semantics: :func:`selective_scan_2d_ref`); grids
-    ``[batch, channel, height, width]``, B/C ``[batch, state, height, width]`` or grouped."""
+    ``[batch, channel, height, width]``, B/C ``[batch, state, height, width]`` or grouped;
+    ValueError as :func:`selective_scan`."""
+    check_scan_inputs(u, delta, A, B, C, D, R, z, delta_bias, None, spatial=2)
     kwargs = dict(D=D, R=R, z=z, delta_bias=delta_bias, delta_softplus=delta_softplus)
     chosen = _resolve(backend, u)
     if chosen == "reference":

@@ -22,14 +22,11 @@ __all__ = ["discretize", "selective_scan_2d_ref", "selective_scan_ref"]
 
 
 def _grouped(x: torch.Tensor, channels: int, spatial: int) -> torch.Tensor:
-    """B or C as ``[batch, channel, state, *space]`` (grouped inputs repeated per channel)."""
+    """B or C as ``[batch, channel, state, *space]`` (grouped inputs repeated per channel;
+    shapes as checked by :func:`ssmpde.kernels._checks.check_scan_inputs`)."""
     if x.dim() == 2 + spatial:  # [batch, state, *space]: one group shared by every channel
         return x.unsqueeze(1).expand(x.shape[0], channels, *x.shape[1:])
-    groups = x.shape[1]
-    if x.dim() != 3 + spatial or channels % groups:
-        raise ValueError(f"B/C must be [batch, state, *space] or [batch, groups, state, *space] "
-                         f"with groups dividing channels={channels}; got {tuple(x.shape)}")
-    return x.repeat_interleave(channels // groups, dim=1)
+    return x.repeat_interleave(channels // x.shape[1], dim=1)
 
 
 def discretize(u, delta, A, B, *, delta_bias=None, delta_softplus=True, spatial=1):

@@ -601,67 +601,21 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
 
 
 # ---------------------------------------------------------------------------------------
-# Validation and preparation.
+# Preparation. The dispatcher (:func:`ssmpde.kernels.selective_scan`) has validated the
+# inputs (shapes, floating dtypes, one device, which it ensures is the CPU for this backend);
+# only the kernels' own constraint is checked here.
 # ---------------------------------------------------------------------------------------
-def _layout(spatial: int) -> str:
-    return "length" if spatial == 1 else "height, width"
-
-
-def _check_tensor(name, x, shape, expected=None):
-    """Raise ValueError unless ``x`` is a floating CPU tensor of ``shape`` (None: any)."""
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
-    if x.device.type != "cpu":
-        raise ValueError(f"{name} must be on the CPU for the cpu backend; got {x.device}")
-    if not x.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor; got {x.dtype}")
-    if shape is not None and tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape [{expected}] = {list(shape)}; "
-                         f"got {list(x.shape)}")
-
-
-def _check_inputs(u, delta, A, B, C, D, R, z, delta_bias, initial_state, spatial):
-    """Validate every input against u's shape; return (state, groups)."""
-    space = _layout(spatial)
-    _check_tensor("u", u, None)
-    if u.dim() != 2 + spatial or 0 in u.shape:
-        raise ValueError(f"u must be a non-empty [batch, channel, {space}] tensor; "
-                         f"got shape {list(u.shape)}")
-    batch, channels, *grid = u.shape
-    _check_tensor("delta", delta, u.shape, f"batch, channel, {space}")
-    _check_tensor("A", A, None)
-    if A.dim() != 2 or A.shape[0] != channels or A.shape[1] == 0:
-        raise ValueError(f"A must have shape [channel={channels}, state]; got {list(A.shape)}")
-    state = A.shape[1]
-    groups = None
-    for name, x in (("B", B), ("C", C)):
-        _check_tensor(name, x, None)
-        plain = [batch, state, *grid]
-        if x.dim() == 2 + spatial and list(x.shape) == plain:
-            x_groups = 1
-        elif (x.dim() == 3 + spatial and x.shape[1] > 0 and channels % x.shape[1] == 0
-              and list(x.shape) == [batch, x.shape[1], state, *grid]):
-            x_groups = x.shape[1]
-        else:
-            raise ValueError(
-                f"{name} must have shape [batch, state, {space}] = {plain} or "
-                f"[batch, groups, state, {space}] = {[batch, 'groups', state, *grid]} with "
-                f"groups dividing channel={channels}; got {list(x.shape)}")
-        if groups is not None and x_groups != groups:
-            # As mamba-ssm's selective_scan_fn: one grouping serves B and C, which lets one
-            # backward task own the gradient of both.
-            raise ValueError(f"B and C must have the same number of groups; got B with {groups} "
-                             f"and C with {x_groups}")
-        groups = x_groups
-    for name, x, shape, expected in (
-            ("D", D, [channels], "channel"),
-            ("delta_bias", delta_bias, [channels], "channel"),
-            ("R", R, [channels, state], "channel, state"),
-            ("z", z, u.shape, f"batch, channel, {space}"),
-            ("initial_state", initial_state, [batch, channels, state], "batch, channel, state")):
-        if x is not None:
-            _check_tensor(name, x, shape, expected)
-    return state, groups
+def _check_one_grouping(B, C, spatial):
+    """The kernels read B and C through one ``[batch, groups, ...]`` layout: ValueError unless
+    both have the same number of groups, a plain one counting as one group."""
+    groups = [1 if x.dim() == 2 + spatial else x.shape[1] for x in (B, C)]
+    if groups[0] != groups[1]:
+        # As mamba-ssm's selective_scan_fn: one grouping serves B and C, which lets one
+        # backward task own the gradient of both.
+        raise ValueError(f"B and C must have the same number of groups for the cpu backend "
+                         f"(a plain one counts as 1); got B with {groups[0]} and C with "
+                         f"{groups[1]}. Expand the plain one to the other's groups, or use "
+                         f"backend='reference'.")
 
 
 def _compute_dtype(u: torch.Tensor) -> torch.dtype:
@@ -1053,8 +1007,10 @@ def selective_scan_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=
     Raises
     ------
     ValueError
-        If a tensor has the wrong shape, is not a floating CPU tensor, or the groups of B/C
-        do not divide the channels.
+        If B and C do not have the same number of groups (a plain one counting as 1). The
+        other checks (shapes, floating CPU tensors, groups dividing the channels) are the
+        dispatcher's: call :func:`ssmpde.kernels.selective_scan` with ``backend="cpu"`` for
+        validated inputs.
 
     Notes
     -----
@@ -1070,7 +1026,7 @@ def selective_scan_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=
     >>> selective_scan_cpu(u, delta, A, B, C).shape
     torch.Size([1, 2, 5])
     """
-    _check_inputs(u, delta, A, B, C, D, R, z, delta_bias, initial_state, spatial=1)
+    _check_one_grouping(B, C, spatial=1)
     out, last = _SelectiveScan1d.apply(u, delta, A, B, C, D, R, z, delta_bias, initial_state,
                                        delta_softplus, reverse)
     return (out, last) if return_last_state else out
@@ -1112,7 +1068,8 @@ def selective_scan_2d_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     Raises
     ------
     ValueError
-        On wrong shapes or groups that do not divide the channels.
+        As :func:`selective_scan_cpu`; validated inputs through
+        :func:`ssmpde.kernels.selective_scan_2d` with ``backend="cpu"``.
 
     Notes
     -----
@@ -1127,5 +1084,5 @@ def selective_scan_2d_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     >>> selective_scan_2d_cpu(u, delta, A, B, C).shape
     torch.Size([1, 2, 3, 4])
     """
-    _check_inputs(u, delta, A, B, C, D, R, z, delta_bias, None, spatial=2)
+    _check_one_grouping(B, C, spatial=2)
     return _SelectiveScan2d.apply(u, delta, A, B, C, D, R, z, delta_bias, delta_softplus)

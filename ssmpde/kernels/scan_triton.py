@@ -24,6 +24,9 @@ Design, shared by both scans:
 
 Under ``TRITON_INTERPRET=1`` the kernels run on CPU tensors (that is how the tests run without a
 GPU); compiled, they need CUDA tensors.
+
+The arguments are validated by the dispatchers of :mod:`ssmpde.kernels` (shapes, dtypes, one
+device); the entry points here check only their power-of-two tile sizes.
 """
 
 from __future__ import annotations
@@ -619,31 +622,6 @@ def _as_grouped(x, spatial):
     return (x.unsqueeze(1) if x.dim() == 2 + spatial else x).contiguous()
 
 
-def _check(u, delta, A, B, C, D, R, z, delta_bias, spatial):
-    """Validate shapes against the layouts of :mod:`ssmpde.kernels.reference`; return groups."""
-    if u.dim() != 2 + spatial or delta.shape != u.shape:
-        raise ValueError(f"u and delta must both be [batch, channel, *space] with "
-                         f"{spatial} spatial dims; got {tuple(u.shape)} and {tuple(delta.shape)}")
-    batch, channels = u.shape[:2]
-    if A.dim() != 2 or A.shape[0] != channels:
-        raise ValueError(f"A must be [channel={channels}, state]; got {tuple(A.shape)}")
-    state = A.shape[1]
-    for name, x in (("B", B), ("C", C)):
-        grouped = x.dim() == 3 + spatial
-        expected = (batch, *((x.shape[1],) if grouped else ()), state, *u.shape[2:])
-        if x.dim() not in (2 + spatial, 3 + spatial) or tuple(x.shape) != expected \
-                or (grouped and channels % x.shape[1]):
-            raise ValueError(f"{name} must be [batch, state, *space] or "
-                             f"[batch, groups, state, *space] with groups dividing "
-                             f"channels={channels}; got {tuple(x.shape)}")
-    if B.dim() == 3 + spatial and C.dim() == 3 + spatial and B.shape[1] != C.shape[1]:
-        raise ValueError("grouped B and C must have the same number of groups")
-    for name, x, shape in (("D", D, (channels,)), ("delta_bias", delta_bias, (channels,)),
-                           ("R", R, (channels, state)), ("z", z, tuple(u.shape))):
-        if x is not None and tuple(x.shape) != shape:
-            raise ValueError(f"{name} must have shape {shape}; got {tuple(x.shape)}")
-
-
 def _reduce_grouped(part, layout, groups, num_blocks):
     """Sum a ``[batch, blocks, state, *space]`` partial into the gradient of B or C.
 
@@ -673,7 +651,6 @@ class _SelectiveScanFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus,
                 reverse, chunk_size):
-        _check(u, delta, A, B, C, D, R, z, delta_bias, spatial=1)
         u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
         # Only the layout of B and C is needed later (no input tensors kept on ctx).
         layouts = ((B.dim() == 4, B.dtype), (C.dim() == 4, C.dtype))
@@ -744,7 +721,6 @@ class _SelectiveScan2dFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, delta_softplus, row_chunk):
-        _check(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
         u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
         # Only the layout of B and C is needed later (no input tensors kept on ctx).
         layouts = ((B.dim() == 5, B.dtype), (C.dim() == 5, C.dtype))

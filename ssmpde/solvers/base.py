@@ -1,7 +1,9 @@
-"""Solver base class, the Stepper protocol, and the solver registry.
+"""Solver base classes, the Stepper protocol, physical checks, and the solver registry.
 
-Every PDE lives in its own module, subclasses :class:`Solver`, declares a frozen config
-dataclass, and registers itself with :func:`register_solver`. The dataset generator
+Every PDE lives in its own module, subclasses :class:`Solver` (steady problems) or
+:class:`TimeDependentSolver` (evolution problems), declares a frozen config dataclass and its
+dataset variables with their roles, and registers itself with :func:`register_solver`; the
+module's name goes in :data:`BUILTIN_SOLVERS`. The dataset generator
 (:mod:`ssmpde.solvers.generate`) and the coupling loops only talk to the interface here.
 """
 
@@ -9,8 +11,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import difflib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -18,16 +20,33 @@ import numpy as np
 import xarray as xr
 
 from .. import data
+from ..core import Registry, unknown_name
 
 __all__ = [
+    "BUILTIN_SOLVERS",
+    "Checks",
     "Solver",
+    "SolverDivergedError",
     "Stepper",
+    "TimeDependentSolver",
     "VariableSpec",
     "get_solver",
     "get_solver_class",
     "list_solvers",
     "register_solver",
 ]
+
+#: Modules of the built-in solvers (importing one registers it): a new PDE adds a line here.
+BUILTIN_SOLVERS = (
+    "darcy",
+    "navier_stokes",
+)
+
+_SOLVERS: Registry[Solver] = Registry("equation", __package__, BUILTIN_SOLVERS)
+
+
+class SolverDivergedError(FloatingPointError):
+    """The solution became non-finite: the time step is too large for the flow."""
 
 
 @runtime_checkable
@@ -42,21 +61,26 @@ class Stepper(Protocol):
         Physical time one :meth:`step` advances (the dataset's record interval).
     window : int
         Number of past frames :meth:`step` needs (1 for a Markovian solver).
+    parameter_names : tuple of str
+        The per-sample inputs :meth:`step` reads from ``parameters`` (dataset variables with
+        the role ``parameter`` or ``forcing``); a rollout passes each stepper only these.
 
     Methods
     -------
-    step(history) -> frame
+    step(history, *, time=0.0, parameters=None) -> frame
         ``history`` has shape ``[batch, window, field, *grid]``; returns the next frame,
-        ``[batch, field, *grid]``. Solvers accept the optional keyword arguments ``time``
-        (the physical time of the last history frame) and ``parameters`` (per-sample
-        parameters such as viscosity), which time-dependent forcing and per-sample physics need.
+        ``[batch, field, *grid]``. ``time`` is the physical time of the last history frame;
+        ``parameters`` maps names of ``parameter_names`` to per-sample arrays ``[batch, ...]``
+        (time-dependent forcing is given at ``time``: ``[batch, *grid]``).
     """
 
     fields: tuple[str, ...]
     dt: float
     window: int
+    parameter_names: tuple[str, ...]
 
-    def step(self, history: np.ndarray) -> np.ndarray: ...
+    def step(self, history: np.ndarray, *, time: float = 0.0,
+             parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,45 +88,94 @@ class VariableSpec:
     """How a solver output becomes a dataset variable.
 
     ``dims`` excludes the leading ``sample`` dimension, which every output array has.
+    ``role`` is one of :data:`ssmpde.data.ROLES`; ``encoded_by`` names the grid variable that
+    carries a non-scalar parameter to a model (see :data:`ssmpde.data.ENCODED_BY`).
     """
 
     dims: tuple[str, ...]
     long_name: str
     units: str
+    role: str = "state"
+    encoded_by: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in data.ROLES:
+            raise ValueError(f"unknown role {self.role!r}; choose one of {data.ROLES}")
+
+    def attrs(self) -> dict[str, str]:
+        attrs = {"long_name": self.long_name, "units": self.units, data.ROLE: self.role}
+        if self.encoded_by is not None:
+            attrs[data.ENCODED_BY] = self.encoded_by
+        return attrs
 
 
-_REGISTRY: dict[str, type[Solver]] = {}
+@dataclasses.dataclass(frozen=True)
+class Checks:
+    """Physical checks of a proposed frame (the adaptive hybrid schedule), declared by a solver.
+
+    Every check compares with the previous frame, per sample and field, against a scale with
+    an absolute floor, so a uniform or zero field (ρ = 1, u = 0 at rest) is no special case.
+
+    Attributes
+    ----------
+    conserved : tuple of str
+        Fields whose spatial mean the PDE conserves (mean vorticity on the torus, mass, ...).
+    positive : tuple of str
+        Fields that must stay > 0 (density, pressure).
+    mean_tolerance : float
+        Largest allowed change of a conserved mean in one step, relative to
+        ``max(rms(previous), floor)``.
+    growth_bound : float
+        Largest allowed ratio of a field's mean square to ``max(previous mean square,
+        floor²)`` (enstrophy growth for vorticity).
+    floor : float
+        The absolute scale below which a field counts as zero.
+    """
+
+    conserved: tuple[str, ...] = ()
+    positive: tuple[str, ...] = ()
+    mean_tolerance: float = 0.05
+    growth_bound: float = 1.5
+    floor: float = 1e-6
+
+    def failure(self, previous: np.ndarray, proposed: np.ndarray,
+                fields: Sequence[str]) -> str | None:
+        """Why ``proposed`` ``[batch, field, *grid]`` is rejected after ``previous``, or None."""
+        if not np.isfinite(proposed).all():
+            return "non-finite values"
+        axes = tuple(range(2, proposed.ndim))
+        square_before = np.square(previous).mean(axis=axes)
+        square_after = np.square(proposed).mean(axis=axes)
+        scale = np.maximum(np.sqrt(square_before), self.floor)
+        for f, name in enumerate(fields):
+            if name in self.positive and (proposed[:, f] <= 0).any():
+                return f"{name} is not positive (minimum {proposed[:, f].min():.3g})"
+            if name in self.conserved:
+                drift = np.abs(proposed[:, f].mean(axis=tuple(range(1, proposed.ndim - 1)))
+                               - previous[:, f].mean(axis=tuple(range(1, proposed.ndim - 1))))
+                relative = drift / scale[:, f]
+                if (relative > self.mean_tolerance).any():
+                    return (f"mean {name} drift {relative.max():.3g} x rms > "
+                            f"{self.mean_tolerance}")
+            growth = square_after[:, f] / np.maximum(square_before[:, f], self.floor ** 2)
+            if (growth > self.growth_bound).any():
+                return f"mean-square growth of {name} {growth.max():.3g} > {self.growth_bound}"
+        return None
+
+
+def _check_solver_class(cls: type) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Solver)):
+        raise TypeError(f"@register_solver decorates Solver subclasses, got {cls!r}")
 
 
 def register_solver(name: str) -> Callable[[type[Solver]], type[Solver]]:
     """Class decorator: make a :class:`Solver` subclass available as ``get_solver(name)``."""
-
-    def decorate(cls: type[Solver]) -> type[Solver]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"a solver named {name!r} is already registered "
-                             f"({_REGISTRY[name].__module__}.{_REGISTRY[name].__qualname__})")
-        if not (isinstance(cls, type) and issubclass(cls, Solver)):
-            raise TypeError(f"@register_solver({name!r}) decorates Solver subclasses, got {cls!r}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
-
-
-def _unknown(kind: str, name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    return f"unknown {kind} {name!r}.{hint} Known: {', '.join(sorted(known))}."
+    return _SOLVERS.register(name, _check_solver_class)
 
 
 def get_solver_class(name: str) -> type[Solver]:
     """The registered solver class called ``name`` (ValueError with suggestions otherwise)."""
-    _load_builtin_solvers()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(_unknown("equation", str(name), list(_REGISTRY))) from None
+    return _SOLVERS.get(name)
 
 
 def get_solver(name: str, *, preset: str | None = None, **config: Any) -> Solver:
@@ -123,13 +196,7 @@ def get_solver(name: str, *, preset: str | None = None, **config: Any) -> Solver
 
 def list_solvers() -> list[str]:
     """Names of all registered solvers, sorted."""
-    _load_builtin_solvers()
-    return sorted(_REGISTRY)
-
-
-def _load_builtin_solvers() -> None:
-    # Importing the modules runs their @register_solver decorators.
-    from . import darcy, navier_stokes  # noqa: F401
+    return _SOLVERS.names()
 
 
 def _to_json_value(value: Any) -> Any:
@@ -174,7 +241,7 @@ class Solver(abc.ABC):
         names = [f.name for f in dataclasses.fields(cls.Config)]
         for key in config:
             if key not in names:
-                raise TypeError(_unknown(f"{cls.name or cls.__name__} option", key, names))
+                raise TypeError(unknown_name(f"{cls.name or cls.__name__} option", key, names))
         normalised = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
         return cls.Config(**normalised)
 
@@ -182,7 +249,7 @@ class Solver(abc.ABC):
     def from_preset(cls, preset: str, **overrides: Any) -> Solver:
         """The solver configured as the named benchmark, with ``overrides`` applied."""
         if preset not in cls.PRESETS:
-            raise ValueError(_unknown(f"{cls.name} preset", preset, list(cls.PRESETS)))
+            raise ValueError(unknown_name(f"{cls.name} preset", preset, list(cls.PRESETS)))
         return cls(**{**cls.PRESETS[preset], **overrides})
 
     def config_dict(self) -> dict[str, Any]:
@@ -229,9 +296,285 @@ class Solver(abc.ABC):
             if values.ndim != len(dims):
                 raise RuntimeError(f"{self.name}: output {name!r} has shape {values.shape}, "
                                    f"expected dims {dims}")
-            data_vars[name] = xr.DataArray(values, dims=dims,
-                                           attrs={"long_name": spec.long_name,
-                                                  "units": spec.units})
+            data_vars[name] = xr.DataArray(values, dims=dims, attrs=spec.attrs())
         return data.build_dataset(
             data_vars, coords=coords, equation=self.name, config=config, title=self.title,
             references=self.references, solver=type(self).__name__, history=history)
+
+
+class TimeDependentSolver(Solver):
+    """Base of the evolution problems: one record interval per :meth:`step`, datasets of
+    trajectories, per-sample parameters, divergence checks and down-sampling, written once.
+
+    A PDE supplies its state and its physics through these hooks:
+
+    * :attr:`fields` and :attr:`field_units` (``name -> (long_name, units)``);
+    * :attr:`grid` (the stored grid) and :attr:`simulation_grid` (the solver's own);
+    * :meth:`initial_condition` ``(seed, indices) -> [batch, field, *simulation_grid]``;
+    * :meth:`parameter_specs` (per-sample parameters: name → shape of one sample's value) with
+      :meth:`default_parameter`, :meth:`sample_parameters` and :meth:`check_parameters`;
+    * :meth:`start` ``(initial, parameters) -> state``, :meth:`advance` ``(state, time)`` one
+      record interval in place, :meth:`observe` ``(state) -> [batch, field, *simulation_grid]``;
+    * optionally :meth:`to_simulation_grid` (e.g. spectral interpolation), :meth:`divergence_hint`,
+      :meth:`extra_variables` / :meth:`extra_outputs` (forcing fields, parameters in datasets),
+      :attr:`checks` (conserved quantities, positivity) and :attr:`domain_length`.
+
+    The config dataclass must have ``final_time`` and ``record_interval``.
+
+    Conventions: frames are NumPy float64 ``[batch, field, *grid]``; down-sampling from the
+    simulation grid to a stored grid takes every ``s``-th node (``downsampling = "stride"``) or
+    the mean of ``s``-node blocks (``"pool"``), ``s`` the ratio of the two grids per axis.
+    """
+
+    fields: ClassVar[tuple[str, ...]] = ()
+    field_units: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    window: ClassVar[int] = 1
+    #: Every per-sample input :meth:`step` may be given (the Stepper protocol).
+    parameter_names: ClassVar[tuple[str, ...]] = ()
+    checks: ClassVar[Checks] = Checks()
+    downsampling: ClassVar[str] = "stride"
+    domain_length: ClassVar[float | tuple[float, ...]] = 1.0
+    #: Whether the grid includes the right boundary point (False: periodic).
+    endpoint: ClassVar[bool] = False
+
+    # -- hooks ------------------------------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def grid(self) -> tuple[int, ...]:
+        """The stored grid (the dataset's ``(y, x)`` or ``(x,)`` sizes)."""
+
+    @property
+    @abc.abstractmethod
+    def simulation_grid(self) -> tuple[int, ...]:
+        """The grid the solver integrates on."""
+
+    @abc.abstractmethod
+    def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
+        """Random initial states ``[batch, field, *simulation_grid]`` (stream 0 of each sample)."""
+
+    @abc.abstractmethod
+    def start(self, initial: np.ndarray, parameters: Mapping[str, np.ndarray]) -> Any:
+        """The solver's state for ``initial`` ``[batch, field, *simulation_grid]``."""
+
+    @abc.abstractmethod
+    def advance(self, state: Any, time: float) -> None:
+        """Advance ``state`` in place by one record interval starting at ``time``."""
+
+    @abc.abstractmethod
+    def observe(self, state: Any) -> np.ndarray:
+        """The physical fields of ``state``: a new array ``[batch, field, *simulation_grid]``."""
+
+    def parameter_specs(self) -> dict[str, tuple[int, ...]]:
+        """Per-sample parameters of this configuration: name → shape of one sample's value."""
+        return {}
+
+    def default_parameter(self, name: str) -> Any:
+        """The value of ``name`` when none is given, or None if it is drawn per sample."""
+        return None
+
+    def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """Per-sample parameters ``[batch, ...]`` (from stream 1 of each sample's generator)."""
+        return {}
+
+    def check_parameters(self, parameters: Mapping[str, np.ndarray]) -> None:
+        """Raise ValueError for physically invalid resolved parameters (e.g. ν <= 0)."""
+
+    def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
+        """``[batch, field, *grid]`` on another grid → the simulation grid (default: refuse)."""
+        raise ValueError(f"states must be on the simulation grid {self.simulation_grid}, got "
+                         f"{frames.shape[2:]}")
+
+    def divergence_hint(self) -> str:
+        """What to change when the solution blows up."""
+        return "reduce the time step or raise the resolution"
+
+    def extra_variables(self) -> dict[str, VariableSpec]:
+        """Dataset variables besides the fields (parameters, forcing), in order."""
+        return {}
+
+    def extra_outputs(self, inputs: Mapping[str, np.ndarray],
+                      times: np.ndarray) -> dict[str, np.ndarray]:
+        """Values of :meth:`extra_variables` for a batch of inputs, at the stored ``times``."""
+        return {}
+
+    # -- Stepper protocol -------------------------------------------------------------------
+    @property
+    def dt(self) -> float:
+        """Physical time of one :meth:`step`: the record interval."""
+        return float(self.config.record_interval)
+
+    @property
+    def num_records(self) -> int:
+        """Record intervals in a stored trajectory (``final_time / record_interval``)."""
+        return int(round(self.config.final_time / self.config.record_interval))
+
+    def step(self, history: np.ndarray, *, time: float = 0.0,
+             parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Advance one record interval: ``[batch, window, field, *grid] -> [batch, field, *grid]``.
+
+        States may be on the simulation grid or any grid :meth:`to_simulation_grid` accepts;
+        the output is on the input's grid. ``time`` is the time of the last frame;
+        ``parameters`` holds the per-sample values (see :meth:`parameter_specs`).
+        """
+        history = np.asarray(history)
+        ndim = len(self.simulation_grid)
+        if history.ndim != 3 + ndim or history.shape[2] != len(self.fields):
+            raise ValueError(f"history must have shape [batch, window, {len(self.fields)}, "
+                             f"*grid] with a {ndim}D grid (field axis: "
+                             f"{', '.join(self.fields)}), got {history.shape}")
+        return self.simulate(history[:, -1], 1, time=time, parameters=parameters)[:, -1]
+
+    # -- parameters -------------------------------------------------------------------------
+    def resolve_parameters(self, batch: int, parameters: Mapping[str, np.ndarray] | None
+                           ) -> dict[str, np.ndarray]:
+        """Per-sample parameters ``[batch, ...]`` from ``parameters`` and the config defaults."""
+        parameters = dict(parameters or {})
+        unknown = sorted(set(parameters) - set(self.parameter_names))
+        if unknown:
+            raise ValueError(f"unknown parameters {unknown}; {self.name} takes "
+                             f"{list(self.parameter_names) or 'none'}")
+        resolved = {}
+        for name, shape in self.parameter_specs().items():
+            if name in parameters:
+                value = np.asarray(parameters[name], dtype=np.float64)
+                if value.shape not in ((batch, *shape), shape):
+                    raise ValueError(f"parameter {name!r} must have shape "
+                                     f"{(batch, *shape)} (batch, ...), got {value.shape}")
+            else:
+                value = self.default_parameter(name)
+                if value is None:
+                    raise ValueError(
+                        f"this configuration draws {name!r} per sample: pass "
+                        f"parameters={{'{name}': array {(batch, *shape)}}} "
+                        "(see sample_parameters, or the dataset's variable)")
+                value = np.asarray(value, dtype=np.float64)
+            value = np.broadcast_to(value, (batch, *shape)).copy()
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"parameter {name!r} contains NaN or inf")
+            resolved[name] = value
+        self.check_parameters(resolved)
+        return resolved
+
+    # -- simulation -------------------------------------------------------------------------
+    def _restrict(self, frames: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
+        """Simulation-grid frames ``[batch, field, *simulation_grid]`` → ``grid``."""
+        factors = [n // m for n, m in zip(self.simulation_grid, grid)]
+        if all(f == 1 for f in factors):
+            return frames
+        if self.downsampling == "stride":
+            return frames[(..., *(slice(None, None, f) for f in factors))]
+        shape = list(frames.shape[:2])
+        for m, f in zip(grid, factors):
+            shape += [m, f]
+        return frames.reshape(shape).mean(axis=tuple(range(3, len(shape), 2)))
+
+    def _output_grid(self, initial_grid: tuple[int, ...], output_resolution) -> tuple[int, ...]:
+        if output_resolution is None:
+            grid = initial_grid
+        elif isinstance(output_resolution, (tuple, list)):
+            grid = tuple(int(n) for n in output_resolution)
+        else:
+            grid = (int(output_resolution),) * len(self.simulation_grid)
+        if len(grid) != len(self.simulation_grid) or any(
+                m < 1 or n % m for n, m in zip(self.simulation_grid, grid)):
+            raise ValueError(f"output resolution {grid} must divide the simulation "
+                             f"resolution {self.simulation_grid}")
+        return grid
+
+    def simulate(self, initial: np.ndarray, num_steps: int, *, time: float = 0.0,
+                 parameters: Mapping[str, np.ndarray] | None = None,
+                 output_resolution: int | tuple[int, ...] | None = None,
+                 progress: Callable[[float], None] | None = None) -> np.ndarray:
+        """Integrate ``num_steps`` record intervals from ``initial``.
+
+        Parameters
+        ----------
+        initial : array, shape ``[batch, field, *grid]``
+            On the simulation grid or any grid :meth:`to_simulation_grid` accepts.
+        num_steps : int
+            Record intervals to advance.
+        time : float
+            Physical time of ``initial``.
+        parameters : mapping, optional
+            Per-sample parameters (see :meth:`parameter_specs`).
+        output_resolution : int or tuple of int, optional
+            Grid of the returned frames (down-sampled from the simulation grid); default:
+            that of ``initial``.
+        progress : callable, optional
+            Called with ``1 / num_steps`` after each recorded frame.
+
+        Returns
+        -------
+        numpy.ndarray, shape ``[batch, num_steps + 1, field, *output grid]``: the frames,
+        initial included.
+
+        Raises
+        ------
+        SolverDivergedError
+            If the solution becomes non-finite; the message names the time and samples.
+        """
+        initial = np.asarray(initial, dtype=np.float64)
+        ndim = len(self.simulation_grid)
+        if initial.ndim != 2 + ndim or initial.shape[1] != len(self.fields):
+            raise ValueError(f"initial state must have shape [batch, {len(self.fields)}, *grid] "
+                             f"with a {ndim}D grid (fields {', '.join(self.fields)}), got "
+                             f"{initial.shape}")
+        if not np.all(np.isfinite(initial)):
+            raise ValueError("initial state contains NaN or inf")
+        if isinstance(num_steps, bool) or int(num_steps) != num_steps or num_steps < 0:
+            raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
+        num_steps = int(num_steps)
+        batch, given = initial.shape[0], tuple(initial.shape[2:])
+        out_grid = self._output_grid(given, output_resolution)
+        resolved = self.resolve_parameters(batch, parameters)
+        on_grid = given == tuple(self.simulation_grid)
+        state = self.start(initial if on_grid else self.to_simulation_grid(initial), resolved)
+
+        frames = np.empty((batch, num_steps + 1, len(self.fields), *out_grid))
+        if on_grid:  # keep the given frame bit for bit
+            frames[:, 0] = self._restrict(initial, out_grid)
+        elif given == out_grid:
+            frames[:, 0] = initial
+        else:
+            frames[:, 0] = self._restrict(self.observe(state), out_grid)
+        for record in range(num_steps):
+            start = time + record * self.dt
+            self.advance(state, start)
+            field = self.observe(state)
+            finite = np.isfinite(field).reshape(batch, -1).all(axis=1)
+            if not finite.all():
+                raise SolverDivergedError(
+                    f"{self.name} solution became non-finite by t = {start + self.dt:g} in "
+                    f"batch rows {np.flatnonzero(~finite).tolist()}: {self.divergence_hint()}")
+            frames[:, record + 1] = self._restrict(field, out_grid)
+            if progress is not None:
+                progress(1.0 / num_steps)
+        return frames
+
+    # -- dataset generation -----------------------------------------------------------------
+    def sample_inputs(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {"initial": self.initial_condition(seed, indices),
+                **self.sample_parameters(seed, indices)}
+
+    def solve_batch(self, inputs: Mapping[str, np.ndarray], *,
+                    progress: Callable[[float], None] | None = None) -> dict[str, np.ndarray]:
+        parameters = {k: v for k, v in inputs.items() if k != "initial"}
+        frames = self.simulate(inputs["initial"], self.num_records, parameters=parameters,
+                               output_resolution=self.grid, progress=progress)
+        out = {name: frames[:, :, f] for f, name in enumerate(self.fields)}
+        times = np.arange(self.num_records + 1) * self.dt
+        out.update(self.extra_outputs(inputs, times))
+        return out
+
+    def variables(self) -> dict[str, VariableSpec]:
+        space = data.SPATIAL_DIMS[len(self.grid)]
+        out = {name: VariableSpec((data.TIME, *space), *self.field_units[name], role="state")
+               for name in self.fields}
+        out.update(self.extra_variables())
+        return out
+
+    def coordinates(self) -> dict[str, xr.DataArray]:
+        coords = data.grid_coordinates(self.grid, length=self.domain_length,
+                                       endpoint=self.endpoint)
+        coords[data.TIME] = data.time_coordinate(np.arange(self.num_records + 1) * self.dt)
+        return coords

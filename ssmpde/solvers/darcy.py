@@ -388,8 +388,9 @@ class Darcy(Solver):
 
     def variables(self) -> dict[str, VariableSpec]:
         space = (data.Y, data.X)
-        return {"a": VariableSpec(space, "diffusion coefficient", "1"),
-                "u": VariableSpec(space, "solution (pressure)", "1")}
+        # The coefficient is a known grid field (the operator's input); u is the solution.
+        return {"a": VariableSpec(space, "diffusion coefficient", "1", role="forcing"),
+                "u": VariableSpec(space, "solution (pressure)", "1", role="state")}
 
     def coordinates(self) -> dict[str, xr.DataArray]:
         return data.grid_coordinates(self.config.resolution, ndim=2, endpoint=True)

@@ -19,7 +19,8 @@ import numpy as np
 import xarray as xr
 
 from .. import data
-from .base import Solver, VariableSpec, register_solver
+from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec,
+                   register_solver)
 from .random_fields import PeriodicGRF, sample_rng
 from .spectral import (RealFFT, dealias_mask, default_threads, derivative_wavenumbers,
                        spectral_resample, wavenumbers)
@@ -42,10 +43,6 @@ _RK3_GAMMA = (8.0 / 15.0, 5.0 / 12.0, 3.0 / 4.0)
 _RK3_ZETA = (0.0, -17.0 / 60.0, -5.0 / 12.0)
 _RK3_ALPHA = (4.0 / 15.0, 1.0 / 15.0, 1.0 / 6.0)
 _RK3_NODES = (0.0, 8.0 / 15.0, 2.0 / 3.0)  # stage start times, in units of the step
-
-
-class SolverDivergedError(FloatingPointError):
-    """The solution became non-finite: the time step is too large for the flow."""
 
 
 def _is_even_positive_int(value: Any) -> bool:
@@ -467,7 +464,7 @@ class _Engine:
 
 
 @register_solver("navier-stokes")
-class NavierStokes2D(Solver):
+class NavierStokes2D(TimeDependentSolver):
     r"""2D incompressible Navier–Stokes, vorticity form, periodic unit square.
 
     .. math:: \partial_t \omega + u \cdot \nabla \omega = \nu \Delta \omega + f,\quad
@@ -514,9 +511,12 @@ class NavierStokes2D(Solver):
 
     Config = NavierStokesConfig
     fields = ("vorticity",)
-    window = 1
-    #: The per-sample parameters :meth:`step` accepts (hybrid rollouts pass it only these).
+    field_units = {"vorticity": ("vorticity", "1")}
+    #: Every per-sample input :meth:`step` takes; ``forcing_amplitude`` only for the torus
+    #: forcings (see :meth:`parameter_specs`).
     parameter_names = ("viscosity", "forcing_amplitude")
+    #: The forcings have zero mean, so the mean vorticity is conserved exactly.
+    checks = Checks(conserved=("vorticity",))
     title = "2D incompressible Navier-Stokes (vorticity form) on the unit torus"
     references = ("Li et al., Fourier Neural Operator for Parametric PDEs, ICLR 2021; "
                   "Tran et al., Factorized Fourier Neural Operators, ICLR 2023")
@@ -538,29 +538,32 @@ class NavierStokes2D(Solver):
         self._engines: dict[tuple[int, int], _Engine] = {}
         self._grf = None
 
-    # -- Stepper protocol ------------------------------------------------------------------
     @property
-    def dt(self) -> float:
-        """Physical time of one :meth:`step`: the record interval."""
-        return float(self.config.record_interval)
+    def grid(self) -> tuple[int, int]:
+        return (self.config.resolution,) * 2
 
-    def step(self, history: np.ndarray, *, time: float = 0.0,
-             parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """Advance one record interval: ``[batch, window, 1, n, n] -> [batch, 1, n, n]``.
-
-        States may be at the simulation resolution or any even resolution (spectrally
-        interpolated up, strided back down); the output has the input's resolution.
-        ``time`` is the time of the last frame (it matters for time-dependent forcing);
-        ``parameters`` holds per-sample ``viscosity`` and ``forcing_amplitude`` (see
-        :meth:`sample_parameters`), needed when the config draws them at random.
-        """
-        history = np.asarray(history)
-        if history.ndim != 5 or history.shape[2] != 1:
-            raise ValueError("history must have shape [batch, window, 1, n, n] "
-                             f"(field axis: vorticity), got {history.shape}")
-        return self.simulate(history[:, -1], 1, time=time, parameters=parameters)[:, -1]
+    @property
+    def simulation_grid(self) -> tuple[int, int]:
+        return (self.config.simulation_resolution,) * 2
 
     # -- per-sample inputs -----------------------------------------------------------------
+    def parameter_specs(self) -> dict[str, tuple[int, ...]]:
+        specs = {"viscosity": ()}
+        if self.config.forcing.startswith("torus"):
+            specs["forcing_amplitude"] = (2, 6)
+        return specs
+
+    def default_parameter(self, name: str) -> Any:
+        cfg = self.config
+        if name == "viscosity" and not cfg.random_viscosity:
+            return float(cfg.viscosity)
+        return None  # a viscosity range, or the torus amplitudes: drawn per sample
+
+    def check_parameters(self, parameters: Mapping[str, np.ndarray]) -> None:
+        viscosity = parameters["viscosity"]
+        if not np.all(viscosity > 0):
+            raise ValueError(f"viscosity must be positive and finite, got {viscosity}")
+
     def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
         """Per-sample physical parameters, drawn from stream 1 of each sample's generator.
 
@@ -590,10 +593,6 @@ class NavierStokes2D(Solver):
         rngs = [sample_rng(seed, index, stream=0) for index in indices]
         return self._grf.sample_batch(rngs)[:, None]
 
-    def sample_inputs(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        return {"initial": self.initial_condition(seed, indices),
-                **self.sample_parameters(seed, indices)}
-
     # -- simulation ------------------------------------------------------------------------
     def _engine(self, batch: int) -> _Engine:
         key = (self.config.simulation_resolution, batch)
@@ -602,105 +601,33 @@ class NavierStokes2D(Solver):
                                          threads=self.threads)
         return self._engines[key]
 
-    def _resolve_parameters(self, batch: int, parameters: Mapping[str, np.ndarray] | None):
+    def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
+        """Vorticity on any even square grid → the simulation grid, by spectral interpolation."""
+        if frames.shape[-1] != frames.shape[-2]:
+            raise ValueError(f"vorticity must be on a square grid [batch, 1, n, n], got "
+                             f"{frames.shape}")
+        return spectral_resample(frames[:, 0], self.config.simulation_resolution)[:, None]
+
+    def start(self, initial: np.ndarray, parameters: Mapping[str, np.ndarray]):
+        engine = self._engine(initial.shape[0])
+        engine.load(initial[:, 0])
+        forcing_hat, shift_hat = self._forcing_spectra(engine,
+                                                       parameters.get("forcing_amplitude"))
+        return types.SimpleNamespace(engine=engine, viscosity=parameters["viscosity"],
+                                     forcing_hat=forcing_hat, shift_hat=shift_hat)
+
+    def advance(self, state, time: float) -> None:
+        self._advance_interval(state.engine, time, state.viscosity, state.forcing_hat,
+                               state.shift_hat)
+
+    def observe(self, state) -> np.ndarray:
+        return state.engine.physical()[:, None]
+
+    def divergence_hint(self) -> str:
         cfg = self.config
-        parameters = dict(parameters or {})
-        unknown = set(parameters) - {"viscosity", "forcing_amplitude"}
-        if unknown:
-            raise ValueError(f"unknown parameters {sorted(unknown)}; expected 'viscosity' "
-                             "and, for torus forcings, 'forcing_amplitude'")
-        if "viscosity" in parameters:
-            viscosity = np.broadcast_to(np.asarray(parameters["viscosity"], dtype=np.float64),
-                                        (batch,)).copy()
-        elif cfg.random_viscosity:
-            raise ValueError("this configuration draws the viscosity per sample: pass "
-                             "parameters={'viscosity': ...} (see sample_parameters)")
-        else:
-            viscosity = np.full(batch, float(cfg.viscosity))
-        if not np.all(np.isfinite(viscosity) & (viscosity > 0)):
-            raise ValueError(f"viscosity must be positive and finite, got {viscosity}")
-        amplitudes = None
-        if cfg.forcing.startswith("torus"):
-            if "forcing_amplitude" not in parameters:
-                raise ValueError(f"forcing {cfg.forcing!r} needs per-sample amplitudes: pass "
-                                 "parameters={'forcing_amplitude': array (batch, 2, 6)}")
-            amplitudes = np.asarray(parameters["forcing_amplitude"], dtype=np.float64)
-            if amplitudes.shape != (batch, 2, 6):
-                raise ValueError("forcing_amplitude must have shape (batch, 2, 6) = "
-                                 f"{(batch, 2, 6)}, got {amplitudes.shape}")
-        return viscosity, amplitudes
-
-    def simulate(self, initial: np.ndarray, num_steps: int, *, time: float = 0.0,
-                 parameters: Mapping[str, np.ndarray] | None = None,
-                 output_resolution: int | None = None,
-                 progress: Callable[[float], None] | None = None) -> np.ndarray:
-        """Integrate ``num_steps`` record intervals from ``initial``.
-
-        Parameters
-        ----------
-        initial : array, shape ``[batch, 1, n, n]``
-            Vorticity at the simulation resolution or any even resolution.
-        num_steps : int
-            Record intervals to advance.
-        time : float
-            Physical time of ``initial``.
-        parameters : mapping, optional
-            Per-sample ``viscosity`` ``[batch]`` and ``forcing_amplitude`` ``[batch, 2, 6]``.
-        output_resolution : int, optional
-            Resolution of the returned frames (strided from the simulation grid); default:
-            that of ``initial``.
-        progress : callable, optional
-            Called with ``1 / num_steps`` after each recorded frame.
-
-        Returns
-        -------
-        numpy.ndarray, shape ``[batch, num_steps + 1, 1, r, r]``: the frames, initial included.
-        """
-        cfg = self.config
-        initial = np.asarray(initial, dtype=np.float64)
-        if initial.ndim != 4 or initial.shape[1] != 1 or initial.shape[2] != initial.shape[3]:
-            raise ValueError("initial vorticity must have shape [batch, 1, n, n], got "
-                             f"{initial.shape}")
-        if not np.all(np.isfinite(initial)):
-            raise ValueError("initial vorticity contains NaN or inf")
-        if int(num_steps) != num_steps or num_steps < 0:
-            raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
-        batch, n_in = initial.shape[0], initial.shape[-1]
-        big = cfg.simulation_resolution
-        out_res = n_in if output_resolution is None else int(output_resolution)
-        if out_res < 1 or big % out_res:
-            raise ValueError(f"output resolution {out_res} must divide the simulation "
-                             f"resolution {big}")
-        stride = big // out_res
-        viscosity, amplitudes = self._resolve_parameters(batch, parameters)
-
-        engine = self._engine(batch)
-        engine.load(spectral_resample(initial[:, 0], big) if n_in != big else initial[:, 0])
-        forcing_hat, shift_hat = self._forcing_spectra(engine, amplitudes)
-
-        frames = np.empty((batch, int(num_steps) + 1, 1, out_res, out_res))
-        if n_in == big:  # keep the given frame bit for bit
-            frames[:, 0, 0] = initial[:, 0, ::stride, ::stride]
-        elif n_in == out_res:
-            frames[:, 0, 0] = initial[:, 0]
-        else:
-            frames[:, 0, 0] = engine.physical()[:, ::stride, ::stride]
-        for record in range(int(num_steps)):
-            start = time + record * cfg.record_interval
-            self._advance_interval(engine, start, viscosity, forcing_hat, shift_hat)
-            field = engine.physical()
-            if not np.all(np.isfinite(field)):
-                bad = np.flatnonzero(~np.all(np.isfinite(field), axis=(-2, -1)))
-                raise SolverDivergedError(
-                    f"Navier-Stokes solution became non-finite by t = "
-                    f"{start + cfg.record_interval:g} in batch rows {bad.tolist()} "
-                    f"(scheme {cfg.effective_scheme}, time_step "
-                    f"{cfg.effective_time_step:g}, cfl {cfg.cfl:g}): reduce the time step "
-                    "(faithful mode) or the cfl number, or raise the resolution")
-            frames[:, record + 1, 0] = field[:, ::stride, ::stride]
-            if progress is not None:
-                progress(1.0 / num_steps)
-        return frames
+        return (f"scheme {cfg.effective_scheme}, time_step {cfg.effective_time_step:g}, cfl "
+                f"{cfg.cfl:g}: reduce the time step (faithful mode) or the cfl number, or raise "
+                "the resolution")
 
     def _forcing_spectra(self, engine: _Engine, amplitudes):
         """f̂ and, for the moving phase, its quarter-period shift: f̂(t) = cos φ F̂ + sin φ Ĝ."""
@@ -760,47 +687,41 @@ class NavierStokes2D(Solver):
         engine.map_groups(advance)
 
     # -- dataset generation ----------------------------------------------------------------
-    def solve_batch(self, inputs: Mapping[str, np.ndarray], *,
-                    progress: Callable[[float], None] | None = None) -> dict[str, np.ndarray]:
-        cfg = self.config
-        parameters = {k: v for k, v in inputs.items() if k != "initial"}
-        frames = self.simulate(inputs["initial"], cfg.num_records, parameters=parameters,
-                               output_resolution=cfg.resolution, progress=progress)
-        out = {"vorticity": frames[:, :, 0], "viscosity": np.asarray(inputs["viscosity"])}
-        r = cfg.resolution
+    def extra_outputs(self, inputs: Mapping[str, np.ndarray],
+                      times: np.ndarray) -> dict[str, np.ndarray]:
+        cfg, r = self.config, self.config.resolution
+        out = {"viscosity": np.asarray(inputs["viscosity"])}
+        amplitudes = inputs.get("forcing_amplitude")
         if cfg.forcing == "torus-vis-force":
-            times = np.arange(cfg.num_records + 1) * cfg.record_interval
             out["forcing"] = np.stack(
-                [forcing_field(cfg.forcing, r, inputs["forcing_amplitude"],
-                               phase=FORCING_PHASE_SPEED * t) for t in times], axis=1)
+                [forcing_field(cfg.forcing, r, amplitudes, phase=FORCING_PHASE_SPEED * t)
+                 for t in times], axis=1)
         else:
-            field = forcing_field(cfg.forcing, r, inputs.get("forcing_amplitude"))
+            field = forcing_field(cfg.forcing, r, amplitudes)
             out["forcing"] = np.broadcast_to(field, (len(out["viscosity"]), r, r)).copy()
         if cfg.forcing.startswith("torus"):
-            out["forcing_amplitude"] = np.asarray(inputs["forcing_amplitude"])
+            out["forcing_amplitude"] = np.asarray(amplitudes)
         return out
 
-    def variables(self) -> dict[str, VariableSpec]:
+    def extra_variables(self) -> dict[str, VariableSpec]:
         cfg = self.config
         space = (data.Y, data.X)
         out = {
-            "vorticity": VariableSpec((data.TIME, *space), "vorticity", "1"),
-            "viscosity": VariableSpec((), "kinematic viscosity", "1"),
+            "viscosity": VariableSpec((), "kinematic viscosity", "1", role="parameter"),
             "forcing": VariableSpec(
                 ((data.TIME,) if cfg.forcing == "torus-vis-force" else ()) + space,
-                "vorticity forcing", "1"),
+                "vorticity forcing", "1", role="forcing"),
         }
         if cfg.forcing.startswith("torus"):
+            # The amplitudes reach a model as the forcing field they generate.
             out["forcing_amplitude"] = VariableSpec(
-                ("forcing_wavenumber", "forcing_term"), "F-FNO forcing amplitude", "1")
+                ("forcing_wavenumber", "forcing_term"), "F-FNO forcing amplitude", "1",
+                role="parameter", encoded_by="forcing")
         return out
 
     def coordinates(self) -> dict[str, xr.DataArray]:
-        cfg = self.config
-        coords = data.grid_coordinates(cfg.resolution, ndim=2)
-        coords[data.TIME] = data.time_coordinate(
-            np.arange(cfg.num_records + 1) * cfg.record_interval)
-        if cfg.forcing.startswith("torus"):
+        coords = super().coordinates()
+        if self.config.forcing.startswith("torus"):
             coords["forcing_wavenumber"] = xr.DataArray(
                 np.array([1, 2]), dims="forcing_wavenumber",
                 attrs={"long_name": "forcing wavenumber p", "units": "1"})

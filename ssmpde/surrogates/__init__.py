@@ -18,35 +18,89 @@ import dataclasses
 import difflib
 import json
 import typing
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import nn
 
-__all__ = ["build_model", "config_from_dict", "describe_models", "get_model_class",
-           "list_models", "model_from_json", "model_to_json", "parameter_count",
-           "register_model"]
+from ssmpde.core import Registry
 
-_MODELS: dict[str, type[nn.Module]] = {}
+__all__ = ["BUILTIN_MODELS", "ModelConfig", "build_model", "config_from_dict",
+           "describe_models", "get_model_class", "list_models", "model_from_json",
+           "model_to_json", "parameter_count", "register_model"]
+
+#: Modules of the built-in models (importing one registers it): a new model adds a line here.
+BUILTIN_MODELS = (
+    "fno",
+    "geomano",
+)
+
+_MODELS: Registry[nn.Module] = Registry("model", __package__, BUILTIN_MODELS)
+
+
+class ModelConfig:
+    """Base of the models' frozen config dataclasses: the one hook that fits a model to a task.
+
+    :meth:`for_task` is how a model receives its task (``ssmpde.surrogates.datasets.Task``):
+    ``in_channels``, ``out_channels``, ``grid`` (and ``window`` for history models) come from
+    the data; every field named in :attr:`spatial_fields` (one entry per grid dimension, such
+    as Fourier ``modes`` or a ``latent_grid``) is adapted to the task's dimension (a preset's
+    first entry repeated) and capped at the grid; :meth:`adapt` adds model-specific choices.
+
+    Class attributes
+    ----------------
+    input_layout : {"channels", "history"}
+        ``channels``: the model takes ``[batch, window * fields + conditioning, *grid]``
+        (history folded into channels); ``history``: ``[batch, window, fields + conditioning,
+        *grid]`` (temporal-memory models), the conditioning repeated on every frame.
+    spatial_fields : tuple of str
+    """
+
+    input_layout: ClassVar[str] = "channels"
+    spatial_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def adapt(cls, task, values: dict[str, Any]) -> dict[str, Any]:
+        """Model-specific changes for ``task`` (e.g. a 1D scan on a 1D grid); default none."""
+        return {}
+
+    @classmethod
+    def for_task(cls, task, **values: Any):
+        """The config with ``values`` (preset and options) fitted to ``task``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)
+                    if f.default is not dataclasses.MISSING}
+        values = dict(values)
+        ndim = len(task.grid)
+        derived = {"in_channels": task.input_channels(cls.input_layout),
+                   "out_channels": task.out_channels, "grid": tuple(task.grid)}
+        if task.kind == "rollout":
+            derived["window"] = task.window
+        values.update({k: v for k, v in derived.items() if k in names})
+        for name in cls.spatial_fields:
+            value = tuple(values.get(name, defaults.get(name, ())))
+            if value and len(value) != ndim:
+                value = (value[0],) * ndim
+            values[name] = tuple(min(int(v), n) for v, n in zip(value, task.grid))
+        values.update(cls.adapt(task, {**defaults, **values}))
+        return cls(**values)
 
 
 def register_model(name: str):
     """Class decorator: make ``cls`` buildable as ``build_model(name, ...)``.
 
-    The class must define ``Config`` (a frozen dataclass), ``PRESETS`` (preset name → dict of
-    config values) and take its config as the only constructor argument.
+    The class must define ``Config`` (a frozen dataclass deriving from :class:`ModelConfig`),
+    ``PRESETS`` (preset name → dict of config values) and take its config as the only
+    constructor argument.
     """
 
-    def decorator(cls):
+    def check(cls) -> None:
         for attribute in ("Config", "PRESETS"):
             if not hasattr(cls, attribute):
                 raise TypeError(f"model {cls.__name__} needs a {attribute} class attribute")
-        if name in _MODELS and _MODELS[name] is not cls:
-            raise ValueError(f"a model is already registered as {name!r}")
-        cls.name = name
-        _MODELS[name] = cls
-        return cls
+        if not issubclass(cls.Config, ModelConfig):
+            raise TypeError(f"{cls.__name__}.Config must derive from ModelConfig")
 
-    return decorator
+    return _MODELS.register(name, check)
 
 
 def check_positive_ints(model: str, config, names) -> None:
@@ -69,30 +123,20 @@ def check_sizes(model: str, config, names, dims: tuple[int, ...]) -> None:
                              f"got {value!r}")
 
 
-def _load_builtin_models() -> None:
-    from . import fno, geomano  # noqa: F401  (registration on import)
-
-
 def list_models() -> list[str]:
     """Names of the registered models, sorted."""
-    _load_builtin_models()
-    return sorted(_MODELS)
+    return _MODELS.names()
 
 
 def get_model_class(name: str) -> type[nn.Module]:
     """The model class registered as ``name``; a ValueError with suggestions otherwise."""
-    _load_builtin_models()
-    if name not in _MODELS:
-        close = difflib.get_close_matches(name, _MODELS, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(_MODELS))}."
-                         + hint)
-    return _MODELS[name]
+    return _MODELS.get(name)
 
 
 def config_from_dict(name: str, values: dict[str, Any] | None = None, *,
-                     preset: str | None = None):
-    """The config of model ``name``: its defaults, then ``preset``, then ``values``.
+                     preset: str | None = None, task=None):
+    """The config of model ``name``: its defaults, then ``preset``, then ``values``; fitted to
+    ``task`` (see :meth:`ModelConfig.for_task`) when one is given.
 
     JSON lists become tuples where the field is a tuple; unknown keys and unknown presets
     raise ValueError naming the valid ones.
@@ -105,7 +149,7 @@ def config_from_dict(name: str, values: dict[str, Any] | None = None, *,
                              f"{', '.join(sorted(cls.PRESETS))}")
         merged.update(cls.PRESETS[preset])
     merged.update(values or {})
-    fields = {f.name: f for f in dataclasses.fields(cls.Config)}
+    fields = [f.name for f in dataclasses.fields(cls.Config)]
     unknown = sorted(set(merged) - set(fields))
     if unknown:
         hints = [f"{key!r} (did you mean {difflib.get_close_matches(key, fields, n=1)[0]!r}?)"
@@ -116,6 +160,8 @@ def config_from_dict(name: str, values: dict[str, Any] | None = None, *,
     for key, value in merged.items():
         if isinstance(value, list) and typing.get_origin(hints[key]) is tuple:
             merged[key] = tuple(value)
+    if task is not None:
+        return cls.Config.for_task(task, **merged)
     return cls.Config(**merged)
 
 

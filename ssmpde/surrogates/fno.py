@@ -6,17 +6,20 @@ optional dependency (``pip install "ssmpde[fno]"``; the ``dev`` extra includes i
 
 Presets follow the FNO paper's settings: ``darcy`` (width 32, 4 layers, 1 → 1) and
 ``navier-stokes`` (width 20, 4 layers, 10 frames → the next one), both with the paper's 12
-modes per corner, which neuraloperator counts across both signs: ``modes=(24, 24)``.
+modes per corner, which neuraloperator counts across both signs: ``modes=(24, 24)``; and the
+1D ``burgers`` (width 64, 4 layers, 16 modes). Any preset fits a task of either dimension
+through :meth:`ssmpde.surrogates.ModelConfig.for_task`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from . import check_positive_ints, check_sizes, register_model
+from . import ModelConfig, check_positive_ints, check_sizes, register_model
 
 __all__ = ["FNO", "FNOConfig"]
 
@@ -32,7 +35,7 @@ def _neuralop_fno():
 
 
 @dataclass(frozen=True)
-class FNOConfig:
+class FNOConfig(ModelConfig):
     """Configuration of :class:`FNO`.
 
     Attributes
@@ -59,6 +62,8 @@ class FNOConfig:
     depth: int = 4
     positional_encoding: bool = True
 
+    spatial_fields: ClassVar[tuple[str, ...]] = ("modes",)
+
     def __post_init__(self):
         check_positive_ints("FNO", self, ("in_channels", "out_channels", "width", "depth"))
         check_sizes("FNO", self, ("grid", "modes"), (1, 2, 3))
@@ -83,6 +88,9 @@ class FNO(nn.Module):
                       depth=4),
         "navier-stokes": dict(in_channels=10, out_channels=1, grid=(64, 64), modes=(24, 24),
                               width=20, depth=4),
+        # FNO paper, 1D Burgers: 16 modes, width 64, 4 layers (u0 -> u(T) on 8192 -> 1024).
+        "burgers": dict(in_channels=1, out_channels=1, grid=(1024,), modes=(16,), width=64,
+                        depth=4),
     }
 
     def __init__(self, config: FNOConfig):

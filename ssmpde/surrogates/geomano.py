@@ -12,7 +12,9 @@ Presets follow the paper's best configurations (Table 3, Tables 4–5):
 * ``navier-stokes``: 64×64, 10 frames folded into channels → the next frame, 1D ("vanilla")
   scan, learnable correction, positional encoding, width 256, depth 8, state 16.
 
-The latent token grids (17×17 and 16×16) and the MLP ratio are not given in the spec; they
+* ``1d``: 1D scan, learnable correction, positional encoding, width 64, depth 8, 64 tokens.
+
+The latent token grids (17×17, 16×16, 64) and the MLP ratio are not given in the spec; they
 are this package's choices, stated in the config.
 """
 
@@ -20,13 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ssmpde.kernels import BACKENDS
 
-from . import check_positive_ints, check_sizes, register_model
+from . import ModelConfig, check_positive_ints, check_sizes, register_model
 from .layers import (
     CORRECTIONS,
     GeometryDecoder,
@@ -39,7 +42,7 @@ __all__ = ["GeoMaNO", "GeoMaNOConfig"]
 
 
 @dataclass(frozen=True)
-class GeoMaNOConfig:
+class GeoMaNOConfig(ModelConfig):
     """Configuration of :class:`GeoMaNO`; validated on construction.
 
     Attributes
@@ -90,6 +93,18 @@ class GeoMaNOConfig:
     positional_encoding: bool = False
     point_skip: bool = True
     scan_backend: str = "auto"
+
+    spatial_fields: ClassVar[tuple[str, ...]] = ("latent_grid",)
+
+    @classmethod
+    def adapt(cls, task, values):
+        """A 1D grid has two scan directions: the 1D scan, and a correction that is not one of
+        the four-direction patterns (``learnable`` replaces them)."""
+        if len(task.grid) != 1:
+            return {}
+        correction = values["correction"]
+        return {"scan": "1d",
+                "correction": correction if correction in ("none", "learnable") else "learnable"}
 
     def __post_init__(self):
         check_positive_ints("GeoMaNO", self, ("in_channels", "out_channels", "width", "depth",
@@ -157,6 +172,11 @@ class GeoMaNO(nn.Module):
         "navier-stokes": dict(in_channels=10, out_channels=1, grid=(64, 64),
                               latent_grid=(16, 16), width=256, depth=8, state_size=16,
                               scan="1d", correction="learnable", positional_encoding=True),
+        # 1D problems (Burgers, Kuramoto-Sivashinsky): the paper's recipe for 1D is the 1D scan
+        # with positional encoding; the latent sequence length is this package's choice.
+        "1d": dict(in_channels=1, out_channels=1, grid=(1024,), latent_grid=(64,), width=64,
+                   depth=8, state_size=16, scan="1d", correction="learnable",
+                   positional_encoding=True),
     }
 
     def __init__(self, config: GeoMaNOConfig):

@@ -33,30 +33,22 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from ssmpde import data as schema
 
-from . import config_from_dict, get_model_class, model_from_json
-from .data import (
-    Normalizer,
-    Task,
-    TaskDataset,
-    fit_normalizers,
-    infer_task,
-    input_normalizer,
-    model_inputs,
-    output_normalizer,
-    relative_l2,
-    split_samples,
-)
+from . import config_from_dict, get_model_class
+from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedModel,
+                         checkpoint_record, load_checkpoint, normalised_model, normalizers_of,
+                         optimizer_state, save_run)
+from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
+    relative_l2, split_samples
 
 __all__ = ["TrainConfig", "evaluate", "load_checkpoint", "train"]
 
-CONFIG, WEIGHTS = "config.json", "weights.safetensors"
-STATE_TENSORS, STATE_JSON, METRICS = ("training_state.safetensors", "training_state.json",
-                                      "metrics.jsonl")
+METRICS = "metrics.jsonl"
+SCHEDULES = ("onecycle", "cosine")
 
 
 @dataclass(frozen=True)
@@ -88,6 +80,9 @@ class TrainConfig:
         Samples held out from the training file when no test file is given.
     seed : int
         Seeds the model initialisation, the data order and the noise.
+    schedule : {"onecycle", "cosine"}
+        Learning-rate schedule: OneCycleLR (GeoMaNO, LaMO) or cosine annealing from ``lr``
+        to 0 (SS-NO).
     device : str
         Torch device; under torchrun with CUDA, each rank takes ``cuda:LOCAL_RANK``.
     """
@@ -105,6 +100,7 @@ class TrainConfig:
     noise_std: float = 0.0
     num_test: int = 0
     seed: int = 0
+    schedule: str = "onecycle"
     device: str = "cpu"
 
     def __post_init__(self):
@@ -117,6 +113,8 @@ class TrainConfig:
         if self.mode not in ("teacher-forcing", "autoregressive"):
             raise ValueError(f"mode must be 'teacher-forcing' or 'autoregressive', got "
                              f"{self.mode!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.noise_std < 0 or self.max_grad_norm < 0 or self.num_test < 0:
             raise ValueError("noise_std, max_grad_norm and num_test must not be negative")
 
@@ -166,141 +164,59 @@ def _central_gradients(u: torch.Tensor) -> list[torch.Tensor]:
 
 
 def operator_loss(prediction, target, gradient_weight: float) -> torch.Tensor:
-    """Relative L2 (mean over the batch) plus ``gradient_weight`` × the relative L2 of the
-    central-difference gradients (the Darcy loss of GeoMaNO's training recipe)."""
-    loss = relative_l2(prediction, target).mean()
+    """Relative L2 per field, averaged over fields and the batch, plus ``gradient_weight`` ×
+    the same for the central-difference gradients (the Darcy loss of GeoMaNO's recipe)."""
+    loss = relative_l2(prediction, target, fields=True).mean()
     if gradient_weight:
         pairs = zip(_central_gradients(prediction), _central_gradients(target))
-        loss = loss + gradient_weight * sum(relative_l2(p, t).mean() for p, t in pairs)
+        loss = loss + gradient_weight * sum(relative_l2(p, t, fields=True).mean()
+                                            for p, t in pairs)
     return loss
 
 
-# ---------------------------------------------------------------------------------------
-# Checkpoints.
-# ---------------------------------------------------------------------------------------
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
+                 config: TrainConfig, generator: torch.Generator | None) -> torch.Tensor:
+    """Mean per-field relative L2 over the horizon, teacher-forced or unrolled (with
+    pushforward: gradients only through the last step)."""
+    target = batch["target"]
+    steps = target.shape[1]
+    fields = wrapped.task.window * len(wrapped.task.inputs)
 
+    def noise(k, x):
+        if not (config.noise_std and generator is not None):
+            return None
+        drawn = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)
+        drawn[:, fields:] = 0  # not the parameters
+        return drawn * config.noise_std
 
-def _atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp)
-    os.replace(tmp, path)
+    def feed(k, frame):
+        if config.mode == "teacher-forcing":
+            return target[:, k]
+        last = k == steps - 1
+        return frame.detach() if config.pushforward and not last else frame
 
-
-def _versions() -> dict[str, str]:
-    import ssmpde
-
-    return {"ssmpde": ssmpde.__version__, "torch": torch.__version__}
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
-
-def _checkpoint_record(model, task: Task, normalizers, train_config, dataset_facts) -> dict:
-    inner = _unwrap(model)
-    return {
-        "model": inner.name, "model_config": dataclasses.asdict(inner.config),
-        "task": task.to_dict(),
-        "normalizers": {k: dataclasses.asdict(v) for k, v in normalizers.items()},
-        "train_config": dataclasses.asdict(train_config),
-        "dataset": dataset_facts, "versions": _versions(),
-    }
-
-
-def _optimizer_tensors(optimizer) -> tuple[dict[str, torch.Tensor], dict]:
-    """Optimiser state as flat tensors (safetensors) and the rest as JSON."""
-    state = optimizer.state_dict()
-    tensors, scalars = {}, {}
-    for index, values in state["state"].items():
-        for key, value in values.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optimizer.{index}.{key}"] = value
-            else:
-                scalars[f"{index}.{key}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
-
-
-def _optimizer_state(tensors: dict[str, torch.Tensor], record: dict) -> dict:
-    state: dict[int, dict[str, Any]] = {}
-    for name, value in tensors.items():
-        if name.startswith("optimizer."):
-            _, index, key = name.split(".", 2)
-            state.setdefault(int(index), {})[key] = value
-    for name, value in record["scalars"].items():
-        index, key = name.split(".", 1)
-        state.setdefault(int(index), {})[key] = value
-    return {"state": state, "param_groups": record["param_groups"]}
-
-
-def save_run(out: Path, model, optimizer, scheduler, record: dict, epoch: int,
-             step: int) -> None:
-    """Write the checkpoint and the training state of a finished epoch, atomically per file
-    (weights and state first, config.json last, so a config always has its weights)."""
-    out.mkdir(parents=True, exist_ok=True)
-    _atomic_save_tensors(out / WEIGHTS, _unwrap(model).state_dict())
-    tensors, optimizer_record = _optimizer_tensors(optimizer)
-    _atomic_save_tensors(out / STATE_TENSORS, tensors or {"empty": torch.zeros(0)})
-    _atomic_write_text(out / STATE_JSON, json.dumps({
-        "epoch": epoch, "step": step, "optimizer": optimizer_record,
-        "scheduler": scheduler.state_dict()}, indent=1))
-    _atomic_write_text(out / CONFIG, json.dumps({**record, "epoch": epoch}, indent=2))
-
-
-def load_checkpoint(path, *, device: str | torch.device = "cpu"):
-    """(model in eval mode, record) from a run directory: ``config.json`` and
-    ``weights.safetensors`` only. Raises ValueError naming what is wrong with a broken one."""
-    path = Path(path)
-    config_path, weights_path = path / CONFIG, path / WEIGHTS
-    for p in (config_path, weights_path):
-        if not p.exists():
-            raise ValueError(f"{path} is not a checkpoint: {p.name} is missing (a run "
-                             "directory written by 'ssmpde train' has config.json and "
-                             "weights.safetensors)")
-    try:
-        record = json.loads(config_path.read_text())
-        model = model_from_json(json.dumps({"model": record["model"],
-                                            "config": record["model_config"]}))
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
-    try:
-        weights = load_file(weights_path)
-    except Exception as error:  # safetensors raises its own error types
-        raise ValueError(f"unreadable checkpoint weights {weights_path}: {error}") from error
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as error:
-        raise ValueError(f"the weights in {weights_path} do not fit the model in "
-                         f"{config_path}: {error}") from error
-    return model.to(device).eval(), record
+    frames = wrapped.rollout(batch["history"], batch["conditioning"], feed=feed, noise=noise)
+    losses = [relative_l2(frames[:, k], target[:, k], fields=True).mean() for k in range(steps)]
+    if config.mode == "autoregressive" and config.pushforward:
+        return losses[-1]
+    return torch.stack(losses).mean()
 
 
 # ---------------------------------------------------------------------------------------
-# Training.
+# Training, step by step.
 # ---------------------------------------------------------------------------------------
 def _model_config(model_name: str, preset: str | None, overrides: dict, task: Task) -> Any:
-    """The model config for a task: in/out channels and grid from the data, the rest from
-    the preset and the user's overrides (which must agree with the data)."""
-    values = {"in_channels": task.in_channels, "out_channels": task.out_channels,
+    """The model config for a task (see ``ModelConfig.for_task``): channels and grid from the
+    data, the rest from the preset and the user's options (which must agree with the data)."""
+    layout = get_model_class(model_name).Config.input_layout
+    needed = {"in_channels": task.input_channels(layout), "out_channels": task.out_channels,
               "grid": task.grid}
-    for key in ("in_channels", "out_channels", "grid"):
+    for key, value in needed.items():
         if key in overrides and tuple(np.atleast_1d(overrides[key])) != tuple(
-                np.atleast_1d(values[key])):
+                np.atleast_1d(value)):
             raise ValueError(f"the model's {key}={overrides[key]} does not fit the data, "
-                             f"which needs {key}={values[key]}")
-    cls = get_model_class(model_name)
-    base = dict(cls.PRESETS.get(preset, {})) if preset else {}
-    if preset and preset not in cls.PRESETS:
-        config_from_dict(model_name, preset=preset)  # raises the unknown-preset error
-    merged = {**base, **overrides, **values}
-    # A preset's latent grid or Fourier modes may be larger than a small grid: cap them.
-    for key in ("latent_grid", "modes"):
-        if key in merged and len(merged[key]) == len(task.grid):
-            merged[key] = tuple(min(int(m), n) for m, n in zip(merged[key], task.grid))
-    return config_from_dict(model_name, merged)
+                             f"which needs {key}={value}")
+    return config_from_dict(model_name, overrides, preset=preset, task=task)
 
 
 def _batches(order: np.ndarray, batch_size: int, rank: int, world: int):
@@ -315,57 +231,19 @@ def _collate(dataset: TaskDataset, indices) -> dict[str, torch.Tensor]:
     return {key: torch.stack([item[key] for item in items]) for key in items[0]}
 
 
-def normalizers_of(record: dict) -> dict[str, Normalizer]:
-    """The normalisers stored in a checkpoint record (``config.json``)."""
-    return {k: Normalizer(**v) for k, v in record["normalizers"].items()}
+def _predict(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]):
+    """(prediction, per-sample error ``[batch, steps]``) of a batch: operator pairs, or the
+    free autoregressive rollout over the batch's horizon."""
+    if wrapped.task.kind == "operator":
+        prediction = wrapped(batch["x"])
+        return prediction, relative_l2(prediction, batch["y"], fields=True)[:, None]
+    prediction = wrapped.rollout(batch["history"], batch["conditioning"])
+    errors = [relative_l2(prediction[:, k], batch["target"][:, k], fields=True)
+              for k in range(prediction.shape[1])]
+    return prediction, torch.stack(errors, dim=1)
 
 
-def normalised_model(model, record: dict) -> _Normalised:
-    """A loaded checkpoint's model wrapped with its task's normalisers (physical units in
-    and out); what evaluation and the coupling steppers call."""
-    return _Normalised(model, Task.from_dict(record["task"]), normalizers_of(record))
-
-
-class _Normalised:
-    """The model with the task's normalisers around it: physical units in and out."""
-
-    def __init__(self, model, task: Task, normalizers: dict[str, Normalizer]):
-        self.model, self.task = model, task
-        self.inputs = input_normalizer(task, normalizers)
-        self.outputs = output_normalizer(task, normalizers)
-
-    def __call__(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
-        encoded = self.inputs.encode(x)
-        if noise is not None:
-            encoded = encoded + noise
-        return self.outputs.decode(self.model(encoded))
-
-    def rollout_loss(self, history, target, conditioning, config: TrainConfig,
-                     generator: torch.Generator | None):
-        """Mean relative L2 over the horizon, teacher-forced or unrolled."""
-        losses = []
-        window = history
-        for k in range(target.shape[1]):
-            x = model_inputs(window, conditioning)
-            noise = None
-            if config.noise_std and generator is not None:
-                noise = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)
-                noise[:, self.task.window * len(self.task.inputs):] = 0  # not the parameters
-                noise = noise * config.noise_std
-            frame = self(x, noise)
-            losses.append(relative_l2(frame, target[:, k]).mean())
-            if config.mode == "teacher-forcing":
-                fed = target[:, k]
-            else:
-                last = k == target.shape[1] - 1
-                fed = frame.detach() if config.pushforward and not last else frame
-            window = torch.cat([window[:, 1:], fed.unsqueeze(1)], dim=1)
-        if config.mode == "autoregressive" and config.pushforward:
-            return losses[-1]  # gradients flow only through the last step
-        return torch.stack(losses).mean()
-
-
-def _evaluate_split(wrapped: _Normalised, dataset: TaskDataset, batch_size: int,
+def _evaluate_split(wrapped: NormalisedModel, dataset: TaskDataset, batch_size: int,
                     device) -> dict[str, Any]:
     """Test relative L2: operator pairs, or per step of an autoregressive rollout."""
     if len(dataset) == 0:
@@ -375,16 +253,7 @@ def _evaluate_split(wrapped: _Normalised, dataset: TaskDataset, batch_size: int,
     with torch.no_grad():
         for start in range(0, len(dataset), batch_size):
             batch = _collate(dataset, range(start, min(start + batch_size, len(dataset))))
-            batch = {k: v.to(device) for k, v in batch.items()}
-            if dataset.task.kind == "operator":
-                errors.append(relative_l2(wrapped(batch["x"]), batch["y"]))
-                continue
-            window, steps = batch["history"], []
-            for k in range(batch["target"].shape[1]):
-                frame = wrapped(model_inputs(window, batch["conditioning"]))
-                steps.append(relative_l2(frame, batch["target"][:, k]))
-                window = torch.cat([window[:, 1:], frame.unsqueeze(1)], dim=1)
-            errors.append(torch.stack(steps, dim=1))
+            errors.append(_predict(wrapped, {k: v.to(device) for k, v in batch.items()})[1])
     wrapped.model.train()
     values = torch.cat(errors)
     if dataset.task.kind == "operator":
@@ -393,10 +262,103 @@ def _evaluate_split(wrapped: _Normalised, dataset: TaskDataset, batch_size: int,
             "test_rel_l2_per_step": [float(v) for v in values.mean(dim=0)]}
 
 
+def _datasets(data, test_data, config: TrainConfig, inputs, outputs):
+    """(task, training set, test set, dataset facts for the checkpoint)."""
+    def task_of(ds):
+        return infer_task(ds, window=config.window, horizon=config.horizon,
+                          inputs=tuple(inputs) if inputs else None,
+                          outputs=tuple(outputs) if outputs else None)
+
+    with schema.open_dataset(data) as ds:
+        task = task_of(ds)
+        num_samples = ds.sizes[schema.SAMPLE]
+        facts = {"path": str(Path(data).resolve()), "equation": ds.attrs.get("ssmpde_equation"),
+                 "fields": list(task.fields), "dt": task.dt, "grid": list(task.grid),
+                 "generator_config": schema.config_of(ds)}
+    if test_data is not None:
+        train_samples = np.arange(num_samples)
+        with schema.open_dataset(test_data) as ds:
+            test_task = task_of(ds)
+            if (test_task.grid, test_task.inputs) != (task.grid, task.inputs):
+                raise ValueError(f"the test data ({test_task.inputs} on {test_task.grid}) do "
+                                 f"not match the training data ({task.inputs} on {task.grid})")
+            test_set = TaskDataset(test_data, task, np.arange(ds.sizes[schema.SAMPLE]))
+    else:
+        train_samples, test_samples = split_samples(num_samples, config.num_test)
+        test_set = TaskDataset(data, task, test_samples)
+    return task, TaskDataset(data, task, train_samples), test_set, facts
+
+
+def _scheduler(optimizer, config: TrainConfig, total_steps: int):
+    if config.schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
+    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=config.lr,
+                                               total_steps=total_steps)
+
+
+def _check_run_directory(out: Path, resume: bool) -> None:
+    if (out / CONFIG).exists() and not resume:
+        raise ValueError(f"{out} already holds a run; pass resume=True (--resume) to continue "
+                         "it, or choose another --out")
+    if resume and not (out / STATE_JSON).exists():
+        raise ValueError(f"nothing to resume in {out}: no {STATE_JSON}")
+
+
+def _restore_model(out: Path, model, model_name: str, model_config) -> dict:
+    """Load the weights of the run in ``out``; return its record."""
+    record = json.loads((out / CONFIG).read_text())
+    if (record["model"] != model_name or record["model_config"]
+            != json.loads(json.dumps(dataclasses.asdict(model_config)))):
+        raise ValueError(f"the run in {out} was trained with a different model config; "
+                         "resume with the same model and options")
+    model.load_state_dict(load_file(out / WEIGHTS))
+    return record
+
+
+def _restore_optimizer(out: Path, optimizer, scheduler) -> tuple[int, int]:
+    """Load the optimiser and schedule state; return (epochs done, steps done)."""
+    state = json.loads((out / STATE_JSON).read_text())
+    optimizer.load_state_dict(optimizer_state(load_file(out / STATE_TENSORS),
+                                              state["optimizer"]))
+    scheduler.load_state_dict(state["scheduler"])
+    return state["epoch"], state["step"]
+
+
+def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradient_weight,
+                 generator, rank, world, device, bar) -> tuple[float, int, int]:
+    """One pass over the training set; returns (mean loss, items, optimiser steps)."""
+    order = torch.randperm(len(train_set), generator=generator).numpy()
+    total, count, steps, started = 0.0, 0, 0, time.perf_counter()
+    for indices in _batches(order, config.batch_size, rank, world):
+        batch = {k: v.to(device) for k, v in _collate(train_set, indices).items()}
+        if train_set.task.kind == "operator":
+            x, noise = batch["x"], None
+            if config.noise_std:
+                noise = config.noise_std * torch.randn(x.shape, generator=generator)
+                noise = noise.to(x.device)
+            loss = operator_loss(wrapped(x, noise), batch["y"], gradient_weight)
+        else:
+            loss = rollout_loss(wrapped, batch, config, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.max_grad_norm:
+            nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        steps += 1
+        loss_value = _mean_across(float(loss.detach()), world)
+        total += loss_value * len(indices) * world
+        count += len(indices) * world
+        bar.update(len(indices) * world)
+        bar.set_postfix(loss=f"{loss_value:.4f}",
+                        items_per_s=f"{count / (time.perf_counter() - started):.1f}")
+    return total / max(count, 1), count, steps
+
+
 def train(model_name: str, data, *, out, preset: str | None = None,
           model_overrides: dict | None = None, config: TrainConfig | None = None,
           test_data=None, resume: bool = False, progress: bool = True,
-          time_limit: float | None = None) -> dict[str, Any]:
+          time_limit: float | None = None, inputs=None, outputs=None) -> dict[str, Any]:
     """Train ``model_name`` on the dataset file ``data`` and write a run directory ``out``.
 
     Parameters
@@ -416,6 +378,10 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     time_limit : float, optional
         Stop after the epoch during which this many seconds have passed (a wall-clock
         budget); the run stays resumable.
+    inputs, outputs : sequence of str, optional
+        An operator task's variables (``name`` or ``name@frame``, e.g. Burgers
+        ``["u@0"] → ["u@-1"]``); by default the task follows the variables' roles
+        (see :func:`ssmpde.surrogates.datasets.infer_task`).
 
     Returns
     -------
@@ -425,7 +391,6 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     from tqdm.auto import tqdm
 
     config = config or TrainConfig()
-    overrides = dict(model_overrides or {})
     out = Path(out)
     rank, world = _distributed()
     if config.batch_size % world:
@@ -434,68 +399,32 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     device = torch.device(config.device)
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-
-    if (out / CONFIG).exists() and not resume:
-        raise ValueError(f"{out} already holds a run; pass resume=True (--resume) to continue "
-                         "it, or choose another --out")
-    if resume and not (out / STATE_JSON).exists():
-        raise ValueError(f"nothing to resume in {out}: no {STATE_JSON}")
-
-    with schema.open_dataset(data) as ds:
-        task = infer_task(ds, window=config.window, horizon=config.horizon)
-        num_samples = ds.sizes[schema.SAMPLE]
-        facts = {"path": str(Path(data).resolve()), "equation": ds.attrs.get("ssmpde_equation"),
-                 "fields": list(task.outputs), "dt": task.dt, "grid": list(task.grid),
-                 "generator_config": schema.config_of(ds)}
-    if test_data is not None:
-        train_samples, test_samples = np.arange(num_samples), None
-        with schema.open_dataset(test_data) as ds:
-            test_task = infer_task(ds, window=config.window, horizon=config.horizon)
-            if (test_task.grid, test_task.inputs) != (task.grid, task.inputs):
-                raise ValueError(f"the test data ({test_task.inputs} on {test_task.grid}) do "
-                                 f"not match the training data ({task.inputs} on {task.grid})")
-            test_set = TaskDataset(test_data, task, np.arange(ds.sizes[schema.SAMPLE]))
-    else:
-        train_samples, test_samples = split_samples(num_samples, config.num_test)
-        test_set = TaskDataset(data, task, test_samples)
-    train_set = TaskDataset(data, task, train_samples)
+    _check_run_directory(out, resume)
+    task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs)
 
     torch.manual_seed(config.seed)
-    model_config = _model_config(model_name, preset, overrides, task)
+    model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
     model = get_model_class(model_name)(model_config).to(device)
     if resume:
-        record = json.loads((out / CONFIG).read_text())
-        if (record["model"] != model_name or record["model_config"]
-                != json.loads(json.dumps(dataclasses.asdict(model_config)))):
-            raise ValueError(f"the run in {out} was trained with a different model config; "
-                             "resume with the same model and options")
-        model.load_state_dict(load_file(out / WEIGHTS))
-        normalizers = normalizers_of(record)
+        normalizers = normalizers_of(_restore_model(out, model, model_name, model_config))
     else:
         normalizers = fit_normalizers(train_set)
     gradient_weight = config.gradient_loss_weight
     if gradient_weight is None:
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0
-    record = _checkpoint_record(model, task, normalizers, config, facts)
+    record = checkpoint_record(model, task, normalizers, config, facts)
 
     # Evaluation (rank 0 only) uses the bare module: DDP's forward may start collectives
     # that the other ranks would never join.
-    evaluator = _Normalised(model, task, normalizers)
+    evaluator = NormalisedModel(model, task, normalizers)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
-    wrapped = _Normalised(model, task, normalizers)
+    wrapped = NormalisedModel(model, task, normalizers)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_set) / config.batch_size)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config.lr, total_steps=config.epochs * steps_per_epoch)
-    first_epoch, step = 0, 0
-    if resume:
-        state = json.loads((out / STATE_JSON).read_text())
-        tensors = load_file(out / STATE_TENSORS)
-        optimizer.load_state_dict(_optimizer_state(tensors, state["optimizer"]))
-        scheduler.load_state_dict(state["scheduler"])
-        first_epoch, step = state["epoch"], state["step"]
+    scheduler = _scheduler(optimizer, config, config.epochs * steps_per_epoch)
+    first_epoch, step = _restore_optimizer(out, optimizer, scheduler) if resume else (0, 0)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
 
@@ -506,38 +435,14 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         # The data order and the noise of epoch e depend on (seed, e) only: resuming needs
         # no random-number state.
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
-        order = torch.randperm(len(train_set), generator=generator).numpy()
         bar = tqdm(total=len(train_set), desc=f"epoch {epoch + 1}/{config.epochs}",
                    unit="item", disable=not progress or rank != 0, leave=False)
-        total, count, epoch_start = 0.0, 0, time.perf_counter()
-        for indices in _batches(order, config.batch_size, rank, world):
-            batch = {k: v.to(device) for k, v in _collate(train_set, indices).items()}
-            if task.kind == "operator":
-                x = batch["x"]
-                noise = None
-                if config.noise_std:
-                    noise = config.noise_std * torch.randn(x.shape, generator=generator)
-                    noise = noise.to(x.device)
-                prediction = wrapped(x, noise)
-                loss = operator_loss(prediction, batch["y"], gradient_weight)
-            else:
-                loss = wrapped.rollout_loss(batch["history"], batch["target"],
-                                            batch["conditioning"], config, generator)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.max_grad_norm:
-                nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            loss_value = _mean_across(float(loss.detach()), world)
-            total += loss_value * len(indices) * world
-            count += len(indices) * world
-            bar.update(len(indices) * world)
-            bar.set_postfix(loss=f"{loss_value:.4f}",
-                            items_per_s=f"{count / (time.perf_counter() - epoch_start):.1f}")
+        epoch_start = time.perf_counter()
+        loss, _, steps = _train_epoch(wrapped, model, train_set, optimizer, scheduler, config,
+                                      gradient_weight, generator, rank, world, device, bar)
         bar.close()
-        metrics = {"epoch": epoch + 1, "step": step, "train_loss": total / max(count, 1),
+        step += steps
+        metrics = {"epoch": epoch + 1, "step": step, "train_loss": loss,
                    "lr": scheduler.get_last_lr()[0],
                    "seconds": time.perf_counter() - epoch_start}
         if rank == 0:
@@ -566,7 +471,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
 
     Operator tasks predict every sample's outputs. Rollout tasks start from each sample's
     first ``window`` frames and roll out autoregressively to the end of the trajectory; the
-    errors are per step and over the whole horizon.
+    errors (relative L2 per field, averaged over fields) are per step and over the horizon.
 
     Returns
     -------
@@ -578,14 +483,15 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
     task = Task.from_dict(record["task"])
     wrapped = normalised_model(model, record)
     with schema.open_dataset(data) as ds:
-        missing = [v for v in (*task.inputs, *task.outputs, *task.conditioning)
-                   if v not in ds.data_vars]
+        needed = [parse_selector(v)[0] for v in (*task.inputs, *task.outputs,
+                                                  *task.conditioning)]
+        missing = [v for v in needed if v not in ds.data_vars]
         if missing:
             raise ValueError(f"{data} lacks the variables {missing} the model was trained on "
                              f"(it has {sorted(ds.data_vars)})")
         num_samples = ds.sizes[schema.SAMPLE]
         grid_dims = schema.SPATIAL_DIMS[len(task.grid)]
-        grid = tuple(ds.sizes[d] for d in grid_dims)
+        grid = tuple(ds.sizes.get(d, 0) for d in grid_dims)
         if grid != task.grid:
             raise ValueError(f"the model was trained on a {task.grid} grid; {data} is {grid}")
         frames = ds.sizes.get(schema.TIME, 0)
@@ -600,20 +506,9 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
     with torch.no_grad():
         for start in range(0, num_samples, batch_size):
             batch = _collate(dataset, range(start, min(start + batch_size, num_samples)))
-            batch = {k: v.to(device) for k, v in batch.items()}
-            if task.kind == "operator":
-                pred = wrapped(batch["x"])
-                errors.append(relative_l2(pred, batch["y"])[:, None])
-            else:
-                window, frames_out, step_errors = batch["history"], [], []
-                for k in range(eval_task.horizon):
-                    frame = wrapped(model_inputs(window, batch["conditioning"]))
-                    frames_out.append(frame)
-                    step_errors.append(relative_l2(frame, batch["target"][:, k]))
-                    window = torch.cat([window[:, 1:], frame.unsqueeze(1)], dim=1)
-                pred = torch.stack(frames_out, dim=1)
-                errors.append(torch.stack(step_errors, dim=1))
-            predictions.append(pred.cpu())
+            prediction, error = _predict(wrapped, {k: v.to(device) for k, v in batch.items()})
+            predictions.append(prediction.cpu())
+            errors.append(error)
     dataset.close()
     errors_t = torch.cat(errors)
     result: dict[str, Any] = {"rel_l2": float(errors_t.mean()),
@@ -627,20 +522,21 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
 
 def _write_predictions(out, values: np.ndarray, data, task: Task, run, result) -> None:
     """Predictions as an ssmpde dataset (same coordinates and attributes as ``data``)."""
+    import xarray as xr
+
     with schema.open_dataset(data) as ds:
         coords = {name: ds[name].copy() for name in ds.coords}
         if task.kind == "rollout":
             coords[schema.TIME] = ds[schema.TIME].isel({schema.TIME: slice(task.window, None)})
         variables = {}
-        for c, name in enumerate(task.outputs):
-            dims = ds[name].dims
+        for c, selector in enumerate(task.outputs):
+            name, frame = parse_selector(selector)
+            dims = tuple(d for d in ds[name].dims if frame is None or d != schema.TIME)
             array = values[:, c] if task.kind == "operator" else values[:, :, c]
-            variables[name] = (dims, array.astype(ds[name].dtype), dict(ds[name].attrs))
-        attrs = {k: v for k, v in ds.attrs.items()}
-    import xarray as xr
-
-    predicted = xr.Dataset({k: xr.DataArray(v[1], dims=v[0], attrs=v[2])
-                            for k, v in variables.items()}, coords=coords, attrs=attrs)
+            variables[name] = xr.DataArray(array.astype(ds[name].dtype), dims=dims,
+                                           attrs=dict(ds[name].attrs))
+        attrs = dict(ds.attrs)
+    predicted = xr.Dataset(variables, coords=coords, attrs=attrs)
     predicted.attrs["title"] = f"Predictions of {Path(run).name} on {Path(data).name}"
     predicted.attrs["history"] = (f"{attrs.get('history', '')}\n"
                                   f"predicted by ssmpde run {Path(run).resolve()}").strip()

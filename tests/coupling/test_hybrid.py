@@ -8,7 +8,7 @@ import torch
 from ssmpde import data as schema
 from ssmpde.coupling import Checks, SurrogateStepper, hybrid_rollout, parse_schedule, rollout
 from ssmpde.solvers import generate, get_solver
-from ssmpde.surrogates.data import Normalizer, Task
+from ssmpde.surrogates.datasets import Normalizer, Task
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
 
 SOLVER = dict(resolution=16, simulation_resolution=16, record_interval=0.1, time_step=0.01,
@@ -130,10 +130,39 @@ def test_pattern_schedules():
 def test_checks():
     previous = np.random.default_rng(0).standard_normal((2, 1, 8, 8))
     previous -= previous.mean(axis=(2, 3), keepdims=True)  # zero mean, as vorticity here
-    checks = Checks(mean_tolerance=0.05, growth_bound=1.5)
-    assert checks.failure(previous, previous * 1.1) is None
-    assert "mean drift" in checks.failure(previous, previous + 1.0)
-    assert "growth" in checks.failure(previous, previous * 2.0)
+    checks = Checks(conserved=("vorticity",), mean_tolerance=0.05, growth_bound=1.5)
+    fields = ("vorticity",)
+    assert checks.failure(previous, previous * 1.1, fields) is None
+    assert "mean vorticity drift" in checks.failure(previous, previous + 1.0, fields)
+    assert "growth" in checks.failure(previous, previous * 2.0, fields)
+    # A field whose mean is not declared conserved may drift.
+    assert Checks().failure(previous, previous + 0.1, fields) is None
+
+
+def test_checks_accept_a_correct_step_from_a_uniform_state():
+    # Regression: the drift used to be divided by the field's spread, so a uniform state
+    # (rho = 1, u = v = 0 at rest) failed every step ("mean drift 2e+08 x std").
+    fields = ("density", "u", "v", "pressure")
+    checks = Checks(conserved=("density", "u", "v"), positive=("density", "pressure"))
+    rest = np.stack([np.ones((8, 8)), np.zeros((8, 8)), np.zeros((8, 8)),
+                     np.ones((8, 8))])[None].repeat(2, axis=0)
+    assert checks.failure(rest, rest.copy(), fields) is None
+    # a correct step that starts to move: tiny zero-mean velocity, density unchanged
+    moving = rest.copy()
+    moving[:, 1] = 1e-9 * np.sin(2 * np.pi * np.arange(8) / 8)[None, :]
+    assert checks.failure(rest, moving, fields) is None
+    nan = rest.copy()
+    nan[0, 0, 2, 2] = np.nan
+    assert checks.failure(rest, nan, fields) == "non-finite values"
+    blown = rest.copy()
+    blown[:, 1] = 50.0
+    assert "drift" in checks.failure(rest, blown, fields)
+    blown = rest.copy()
+    blown[:, 3] *= 10.0  # pressure is not conserved, but may not grow a hundredfold
+    assert "growth of pressure" in checks.failure(rest, blown, fields)
+    negative = rest.copy()
+    negative[1, 3, 0, 0] = -1.0
+    assert "pressure is not positive" in checks.failure(rest, negative, fields)
 
 
 def test_surrogate_stepper_contract(ns_run):

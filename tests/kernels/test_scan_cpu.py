@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ssmpde.kernels import scan_cpu
+from ssmpde.kernels import scan_cpu, selective_scan, selective_scan_2d
 from ssmpde.kernels.reference import selective_scan_2d_ref, selective_scan_ref
 from ssmpde.kernels.scan_cpu import selective_scan_2d_cpu, selective_scan_cpu
 
@@ -410,22 +410,24 @@ BAD_1D = {
 
 @pytest.mark.parametrize("case", list(BAD_1D))
 def test_bad_input_1d_raises(case):
+    # The inputs are validated by the dispatcher, before it chooses the cpu backend.
     change, message = BAD_1D[case]
     args, rest = split(bad_case(change))
     with pytest.raises(ValueError, match=message):
-        selective_scan_cpu(*args, **rest)
+        selective_scan(*args, **rest, backend="cpu")
 
 
 def test_bad_input_2d_raises():
     kw = make_inputs(0, batch=1, channels=4, state=2, grid=(3, 5), groups=2)
     args, rest = split({k: v.detach() for k, v in kw.items()})
     with pytest.raises(ValueError, match=r"B must have shape \[batch, state, height, width\]"):
-        selective_scan_2d_cpu(args[0], args[1], args[2], args[3][..., :4], args[4], **rest)
+        selective_scan_2d(args[0], args[1], args[2], args[3][..., :4], args[4], **rest,
+                          backend="cpu")
     with pytest.raises(ValueError, match=r"groups dividing channel=4"):
-        selective_scan_2d_cpu(*args[:3], torch.randn(1, 3, 2, 3, 5, dtype=f64),
-                              torch.randn(1, 3, 2, 3, 5, dtype=f64), **rest)
+        selective_scan_2d(*args[:3], torch.randn(1, 3, 2, 3, 5, dtype=f64),
+                          torch.randn(1, 3, 2, 3, 5, dtype=f64), **rest, backend="cpu")
     with pytest.raises(ValueError, match=r"u must be a non-empty \[batch, channel, height"):
-        selective_scan_2d_cpu(args[0][..., 0], *args[1:], **rest)
+        selective_scan_2d(args[0][..., 0], *args[1:], **rest, backend="cpu")
 
 
 @pytest.mark.parametrize("grid", [(1936,), (44, 44)], ids=["1d", "2d"])

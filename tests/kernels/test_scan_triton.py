@@ -24,7 +24,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
-from ssmpde.kernels import scan_triton  # noqa: E402
+from ssmpde.kernels import scan_triton, selective_scan, selective_scan_2d  # noqa: E402
 from ssmpde.kernels.reference import selective_scan_2d_ref, selective_scan_ref  # noqa: E402
 
 if not _CUDA and not isinstance(scan_triton._scan_fwd_kernel, InterpretedFunction):
@@ -294,18 +294,20 @@ def test_scan_2d_matches_reference(case):
 
 
 def test_rejects_bad_arguments():
+    # Tile sizes are the Triton backend's own check; shapes are the dispatcher's, run before
+    # it chooses this backend.
     inputs = make_inputs((8,))
     with pytest.raises(ValueError, match="chunk_size"):
         selective_scan_triton(**inputs, chunk_size=6)
-    with pytest.raises(ValueError, match="A must be"):
-        selective_scan_triton(**{**inputs, "A": inputs["A"][:1]})
-    with pytest.raises(ValueError, match="B must be"):
-        selective_scan_triton(**{**inputs, "B": inputs["B"][..., :5]})
+    with pytest.raises(ValueError, match=r"A must have shape \[channel=2, state\]"):
+        selective_scan(**{**inputs, "A": inputs["A"][:1]}, backend="triton")
+    with pytest.raises(ValueError, match=r"B must have shape \[batch, state, length\]"):
+        selective_scan(**{**inputs, "B": inputs["B"][..., :5]}, backend="triton")
     with pytest.raises(ValueError, match="groups dividing"):
-        selective_scan_triton(**{**inputs, "C": torch.zeros(2, 3, 3, 8)})
+        selective_scan(**{**inputs, "C": torch.zeros(2, 3, 3, 8)}, backend="triton")
     grid = make_inputs((3, 4))
     grid.pop("initial_state")
     with pytest.raises(ValueError, match="row_chunk"):
         selective_scan_2d_triton(**grid, row_chunk=3)
     with pytest.raises(ValueError, match="R must have shape"):
-        selective_scan_2d_triton(**{**grid, "R": grid["R"][:, :1]})
+        selective_scan_2d(**{**grid, "R": grid["R"][:, :1]}, backend="triton")

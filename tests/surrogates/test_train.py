@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from ssmpde import data as schema
 from ssmpde.cli import main
 from ssmpde.solvers import generate
-from ssmpde.surrogates.data import Normalizer, TaskDataset, infer_task, relative_l2
+from ssmpde.surrogates.datasets import Normalizer, TaskDataset, infer_task, relative_l2
 from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
 
 TINY = dict(width=8, depth=1, state_size=4)
@@ -49,6 +49,7 @@ def weights(run):
 # ---------------------------------------------------------------------------------------
 # Learning.
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_overfits_eight_darcy_samples(darcy_files, tmp_path):
     train_file, _ = darcy_files
     metrics = train("geomano", train_file, test_data=train_file, out=tmp_path / "run",
@@ -64,7 +65,7 @@ def test_normaliser_statistics_come_from_the_training_split(darcy_files):
     with schema.open_dataset(train_file) as ds:
         task = infer_task(ds)
         a = ds["a"].values[:6]
-    from ssmpde.surrogates.data import fit_normalizers
+    from ssmpde.surrogates.datasets import fit_normalizers
 
     normalizers = fit_normalizers(TaskDataset(train_file, task, np.arange(6)))
     np.testing.assert_allclose(normalizers["inputs"].mean, [a.mean()], rtol=1e-6)

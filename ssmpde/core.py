@@ -1,0 +1,177 @@
+"""Contracts written once: the registry, relative L2, and the autoregressive rollout loop.
+
+Solvers, models, training, evaluation and coupling all use these; none keeps its own copy.
+
+* :class:`Registry`: name → class for solvers and for models, with a list of built-in modules
+  imported on first use (a new PDE or model is one file plus one line in that list);
+* :func:`relative_l2`: ``‖pred − true‖₂ / ‖true‖₂`` per sample, for NumPy arrays and torch
+  tensors alike, optionally per field and averaged over fields (so that a large-valued field
+  such as pressure does not drown a small one such as density);
+* :func:`autoregressive`: the one loop that feeds a model's (or a solver's) frames back as its
+  input, used by training (teacher forcing, pushforward), evaluation and hybrid rollouts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+__all__ = ["Registry", "autoregressive", "relative_l2", "unknown_name"]
+
+T = TypeVar("T")
+
+
+def unknown_name(kind: str, name: str, known: Sequence[str]) -> str:
+    """``unknown model 'geomamo'. Did you mean 'geomano'? Known: fno, geomano.``"""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"unknown {kind} {name!r}.{hint} Known: {', '.join(sorted(known))}."
+
+
+class Registry(Generic[T]):
+    """Names → classes, filled by a decorator, with built-in modules loaded on first use.
+
+    Parameters
+    ----------
+    kind : str
+        What is registered ("equation", "model"), for messages.
+    package : str
+        The package holding the built-in modules.
+    builtins : sequence of str
+        Module names (relative to ``package``) whose import registers the built-ins.
+
+    Example
+    -------
+    >>> models = Registry("model", "ssmpde.surrogates", ("fno",))
+    >>> @models.register("mine")
+    ... class Mine: ...
+    >>> models.get("mine") is Mine
+    True
+    """
+
+    def __init__(self, kind: str, package: str, builtins: Sequence[str]) -> None:
+        self.kind, self.package, self.builtins = kind, package, tuple(builtins)
+        self._classes: dict[str, type[T]] = {}
+        self._loaded = False
+
+    def register(self, name: str, check: Callable[[type], None] | None = None):
+        """Class decorator: make ``cls`` available as ``get(name)`` and set ``cls.name``."""
+
+        def decorate(cls: type[T]) -> type[T]:
+            if check is not None:
+                check(cls)
+            if name in self._classes and self._classes[name] is not cls:
+                other = self._classes[name]
+                raise ValueError(f"a {self.kind} named {name!r} is already registered "
+                                 f"({other.__module__}.{other.__qualname__})")
+            cls.name = name
+            self._classes[name] = cls
+            return cls
+
+        return decorate
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in self.builtins:
+                importlib.import_module(f"{self.package}.{module}")
+
+    def get(self, name: str) -> type[T]:
+        """The class registered as ``name``; ValueError with a suggestion otherwise."""
+        self._load()
+        try:
+            return self._classes[name]
+        except (KeyError, TypeError):
+            raise ValueError(unknown_name(self.kind, name, list(self._classes))) from None
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        self._load()
+        return sorted(self._classes)
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def relative_l2(prediction, target, *, fields: bool = False, field_axis: int = 1):
+    """Relative L2 error ``‖pred − true‖₂ / ‖true‖₂`` per sample.
+
+    Parameters
+    ----------
+    prediction, target : array or tensor ``[batch, ...]``
+        NumPy arrays or torch tensors (the result has the same kind; torch keeps gradients).
+    fields : bool
+        If true, the error is computed per field (index ``field_axis``) and averaged over the
+        fields, so each field counts equally whatever its magnitude.
+    field_axis : int
+        The field axis when ``fields`` (1 for ``[batch, field, *grid]``, 2 for
+        ``[batch, time, field, *grid]``).
+
+    Returns
+    -------
+    array or tensor ``[batch]``
+        A target that is zero everywhere gives the absolute norm of the error instead of a
+        division by zero.
+    """
+    if fields:
+        if _is_torch(target):
+            pred_f, true_f = prediction.movedim(field_axis, 1), target.movedim(field_axis, 1)
+            count = true_f.shape[1]
+            return sum(relative_l2(pred_f[:, f], true_f[:, f]) for f in range(count)) / count
+        pred_f = np.moveaxis(prediction, field_axis, 1)
+        true_f = np.moveaxis(target, field_axis, 1)
+        return np.mean([relative_l2(pred_f[:, f], true_f[:, f])
+                        for f in range(true_f.shape[1])], axis=0)
+    batch = target.shape[0]
+    if _is_torch(target):
+        difference = (prediction - target).reshape(batch, -1).norm(dim=1)
+        norm = target.reshape(batch, -1).norm(dim=1)
+        return difference / norm.clamp_min(1e-30)
+    difference = np.linalg.norm(np.reshape(prediction - target, (batch, -1)), axis=1)
+    norm = np.linalg.norm(np.reshape(target, (batch, -1)), axis=1)
+    return difference / np.maximum(norm, 1e-300)
+
+
+def autoregressive(step: Callable[[int, Any], Any], history, num_steps: int, *,
+                   feed: Callable[[int, Any], Any] | None = None):
+    """Advance ``num_steps`` frames, feeding each new frame back into a sliding window.
+
+    Parameters
+    ----------
+    step : callable ``(k, window) -> frame``
+        Makes frame ``k`` (0-based) from the current window ``[batch, window, field, *grid]``;
+        returns ``[batch, field, *grid]``.
+    history : array or tensor ``[batch, window, field, *grid]``
+        The initial window (NumPy or torch; the result has the same kind).
+    num_steps : int
+    feed : callable ``(k, frame) -> frame``, optional
+        What enters the window after step ``k``: the frame itself by default; teacher forcing
+        feeds the true frame, pushforward a detached one.
+
+    Returns
+    -------
+    array or tensor ``[batch, num_steps, field, *grid]``
+        The frames ``step`` made (before ``feed``).
+    """
+    torch_mode = _is_torch(history)
+    if torch_mode:
+        import torch
+
+        stack = lambda frames: torch.stack(frames, dim=1)  # noqa: E731
+    else:
+        stack = lambda frames: np.stack(frames, axis=1)  # noqa: E731
+    size = history.shape[1]
+    window = list(history.unbind(1) if torch_mode else np.moveaxis(history, 1, 0))
+    out = []
+    for k in range(int(num_steps)):
+        frame = step(k, stack(window[-size:]))
+        out.append(frame)
+        window.append(frame if feed is None else feed(k, frame))
+    if not out:
+        return history[:, :0]
+    return stack(out)

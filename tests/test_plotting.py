@@ -1,0 +1,257 @@
+"""Figures: any field, 1D or 2D, steady or time-dependent; real extents; honest colour maps."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from ssmpde import data, plotting
+from ssmpde.plotting import plot_hybrid, plot_snapshots
+
+SAMPLE, TIME, Y, X = data.SAMPLE, data.TIME, data.Y, data.X
+
+
+def var(dims, values, long_name, units, role=None):
+    attrs = {"long_name": long_name, "units": units}
+    if role is not None:
+        attrs["role"] = role
+    return xr.DataArray(values, dims=dims, attrs=attrs)
+
+
+def dataset(data_vars, **coords):
+    return data.build_dataset(data_vars, coords=coords, equation="test", config={"seed": 0},
+                              title="synthetic test data", references="none", solver="none")
+
+
+def coord(dim, values, units):
+    return xr.DataArray(np.asarray(values, dtype=np.float64), dims=(dim,),
+                        attrs={"units": units, "long_name": f"{dim} coordinate"})
+
+
+def image_axes(fig):
+    """Axes holding an image, in creation (row-major) order; colour bars come later."""
+    return [ax for ax in fig.axes if ax.images]
+
+
+def colorbar_labels(fig):
+    return [ax.get_ylabel().replace("\n", " ") for ax in fig.axes
+            if not ax.images and not ax.lines and ax.get_ylabel()]
+
+
+def edges(nodes):
+    step = nodes[1] - nodes[0]
+    return nodes[0] - step / 2, nodes[-1] + step / 2
+
+
+@pytest.fixture
+def flow2d():
+    """Two samples, five times, a signed vorticity and a positive density, plus a parameter
+    and a forcing field that the default selection must leave out."""
+    rng = np.random.default_rng(0)
+    grid = data.grid_coordinates(8, ndim=2)
+    shape = (2, 5, 8, 8)
+    return dataset({
+        "vorticity": var((SAMPLE, TIME, Y, X), rng.normal(size=shape) + 0.3, "vorticity", "1",
+                         "state"),
+        "density": var((SAMPLE, TIME, Y, X), 1.0 + rng.random(shape), "density", "kg m-3",
+                       "state"),
+        "forcing": var((Y, X), rng.normal(size=(8, 8)), "forcing", "1", "forcing"),
+        "viscosity": var((SAMPLE,), [1e-3, 1e-4], "viscosity", "1", "parameter"),
+    }, sample=data.sample_coordinate(2), time=data.time_coordinate(np.arange(5) * 0.5),
+        **grid)
+
+
+def test_2d_time_dependent_two_fields(tmp_path, flow2d):
+    # Saving draws the whole layout (slow): keep the written figure small, and check the
+    # full one as built, unsaved.
+    out = plot_snapshots(flow2d, tmp_path / "flow.png", samples=(1,), num_times=2, dpi=50)
+    assert out.exists() and out.stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["flow.png"]
+
+    fig = plotting._snapshot_figure(flow2d, num_times=3)
+    axes = image_axes(fig)
+    assert len(axes) == 2 * 2 * 3  # rows (sample, field) x 3 times; forcing/viscosity left out
+    shown = flow2d.isel(time=[0, 2, 4])
+    rows = [(s, name) for s in (0, 1) for name in ("vorticity", "density")]
+    for r, (s, name) in enumerate(rows):
+        values = shown[name].isel(sample=s).values
+        for ax in axes[3 * r:3 * r + 3]:
+            image = ax.images[0]
+            vmin, vmax = image.get_clim()
+            if name == "vorticity":
+                assert image.get_cmap().name == "RdBu_r"
+                assert -vmin == vmax == pytest.approx(np.abs(values).max())
+            else:
+                assert image.get_cmap().name == "viridis"
+                assert (vmin, vmax) == pytest.approx((values.min(), values.max()))
+            assert image.get_extent() == pytest.approx([-1 / 16, 15 / 16, -1 / 16, 15 / 16])
+    assert [ax.get_title() for ax in axes[:3]] == [f"sample 0, t = {t:g}" for t in (0, 1, 2)]
+    labels = colorbar_labels(fig)
+    assert labels.count("vorticity (non-dimensional)") == 2
+    assert labels.count("density [kg m-3]") == 2
+    assert fig.get_suptitle() == "synthetic test data"
+
+
+def test_single_variable_by_name_and_without_roles(flow2d):
+    fig = plotting._snapshot_figure(flow2d, variables="density", samples=(1,), num_times=2)
+    assert len(image_axes(fig)) == 2
+    for name in flow2d.data_vars:
+        flow2d[name].attrs.pop("role")
+    fig = plotting._snapshot_figure(flow2d, samples=(0,), num_times=2)
+    # without roles every variable with spatial dims is drawn: the steady forcing alone in
+    # the first panel of its row
+    assert len(image_axes(fig)) == 2 + 2 + 1
+    assert "forcing (non-dimensional)" in colorbar_labels(fig)
+
+
+def test_1d_time_dependent_space_time_extent(tmp_path):
+    x = data.grid_coordinates(16, ndim=1, length=2.0, units="m")
+    t = data.time_coordinate(np.linspace(0.0, 0.9, 10), units="s")
+    u = np.sin(np.pi * x["x"].values)[None, None, :] * np.ones((3, 10, 1))
+    ds = dataset({"u": var((SAMPLE, TIME, X), u, "velocity", "m s-1", "state")},
+                 sample=data.sample_coordinate(3), time=t, **x)
+    assert plot_snapshots(ds, tmp_path / "burgers.png", samples=(0, 2), dpi=50).exists()
+    fig = plotting._snapshot_figure(ds, samples=(0, 2))
+    axes = image_axes(fig)
+    assert len(axes) == 2
+    for ax in axes:
+        assert ax.images[0].get_extent() == pytest.approx(
+            [*edges(x["x"].values), *edges(t.values)])
+        assert ax.images[0].get_array().shape == (10, 16)  # time vertical, x horizontal
+        assert ax.get_ylabel() == "time [s]"
+        assert ax.images[0].get_cmap().name == "RdBu_r"
+    assert axes[-1].get_xlabel() == "x [m]"
+    assert "velocity [m s-1]" in colorbar_labels(fig)
+
+
+def test_1d_steady_line_plots():
+    x = data.grid_coordinates(10, ndim=1, endpoint=True)
+    ds = dataset({"h": var((SAMPLE, X), np.random.default_rng(1).random((2, 10)), "height",
+                           "m")}, sample=data.sample_coordinate(2), **x)
+    fig = plotting._snapshot_figure(ds)
+    lines = [ax for ax in fig.axes if ax.lines]
+    assert len(lines) == 2 and not image_axes(fig)
+    assert lines[0].get_xlim() == pytest.approx((0.0, 1.0))
+    assert lines[0].get_ylabel() == "height [m]"
+
+
+def test_steady_2d_darcy_one_panel_per_field_per_sample():
+    rng = np.random.default_rng(2)
+    grid = data.grid_coordinates(9, ndim=2, endpoint=True)
+    ds = dataset({
+        "a": var((SAMPLE, Y, X), 3.0 + 9.0 * (rng.random((3, 9, 9)) > 0.5), "permeability",
+                 "1"),
+        "u": var((SAMPLE, Y, X), rng.random((3, 9, 9)), "pressure", "Pa"),
+        "seed": var((SAMPLE,), np.arange(3), "seed", "1"),
+    }, sample=data.sample_coordinate(3), **grid)
+    fig = plotting._snapshot_figure(ds, samples=(0, 1, 2))
+    axes = image_axes(fig)
+    assert [ax.get_title() for ax in axes] == [f"{v}, sample {s}" for s in range(3)
+                                               for v in ("a", "u")]
+    assert all(ax.images[0].get_cmap().name == "viridis" for ax in axes)
+    assert axes[0].images[0].get_extent() == pytest.approx([-1 / 16, 17 / 16] * 2)
+    labels = colorbar_labels(fig)
+    assert labels.count("permeability (non-dimensional)") == 3
+    assert labels.count("pressure [Pa]") == 3
+
+
+def test_rectangular_grid_extent_and_units():
+    x = coord(X, np.arange(8) * 2.0 / 8, "km")
+    y = coord(Y, np.arange(4) / 4, "km")
+    ds = dataset({"T": var((SAMPLE, Y, X), np.ones((1, 4, 8)), "temperature", "K")},
+                 sample=data.sample_coordinate(1), x=x, y=y)
+    fig = plotting._snapshot_figure(ds, samples=(0, 1))
+    (ax,) = image_axes(fig)
+    assert ax.images[0].get_extent() == pytest.approx([-0.125, 1.875, -0.125, 0.875])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("x [km]", "y [km]")
+
+
+def test_non_uniform_grid_uses_a_mesh_at_the_nodes():
+    x = coord(X, [0.0, 0.1, 0.3, 0.7, 1.0], "1")
+    ds = dataset({"c": var((SAMPLE, Y, X), np.ones((1, 2, 5)), "concentration", "1")},
+                 sample=data.sample_coordinate(1), x=x, y=coord(Y, [0.0, 1.0], "1"))
+    fig = plotting._snapshot_figure(ds)
+    ax = fig.axes[0]  # the panel; its colour bar comes after it
+    assert not ax.images and len(ax.collections) == 1
+    assert ax.get_xlim() == pytest.approx((-0.05, 1.15))
+
+
+@pytest.mark.parametrize("grid", [(12,), (6, 10)])
+def test_plot_hybrid_two_fields(tmp_path, grid):
+    rng = np.random.default_rng(3)
+    shape = (2, 4, 2, *grid)
+    reference = rng.normal(size=shape)
+    reference[:, :, 1] = np.abs(reference[:, :, 1]) + 1.0  # a positive second field
+    hybrid = reference + 0.01 * rng.normal(size=shape)
+    surrogate = reference + 0.1 * rng.normal(size=shape)
+    times = np.arange(4) * 0.25
+    coords = {X: coord(X, np.linspace(0.0, 3.0, grid[-1]), "m")}
+    errors = {"solver": np.zeros(4), "every-2": np.array([0.0, 1e-3, 2e-3, 4e-3])}
+    kwargs = dict(reference=reference, hybrid=hybrid, surrogate=surrogate, times=times,
+                  errors=errors, schedule="every-2", fields=("w", "rho"),
+                  units={"rho": "kg m-3"}, long_names=("vorticity", "density"), coords=coords,
+                  sample=1, sample_label=7)
+    out = plot_hybrid(tmp_path / "hybrid.png", **kwargs, dpi=50)
+    assert out.exists() and [p.name for p in tmp_path.iterdir()] == ["hybrid.png"]
+
+    fig = plotting._hybrid_figure(**kwargs)
+    axes = image_axes(fig)
+    assert len(axes) == 8
+    assert [ax.images[0].get_cmap().name for ax in axes] == ["RdBu_r"] * 3 + ["magma"] + [
+        "viridis"] * 3 + ["magma"]
+    x_edges = edges(coords[X].values)
+    vertical = edges(times) if len(grid) == 1 else edges(np.arange(grid[0]) / grid[0])
+    assert axes[0].images[0].get_extent() == pytest.approx([*x_edges, *vertical])
+    labels = colorbar_labels(fig)
+    assert "vorticity (non-dimensional)" in labels and "density [kg m-3]" in labels
+    legend = [ax for ax in fig.axes if ax.get_legend()][0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["solver: exact (0)", "every-2"]
+
+
+def test_plot_hybrid_legacy_single_field_call(monkeypatch):
+    monkeypatch.setattr(plotting, "_save", lambda fig, path, dpi: fig)  # drawing is tested above
+    frames = np.random.default_rng(4).normal(size=(1, 3, 2, 8, 8))
+    fig = plot_hybrid("unused.png", reference=frames, hybrid=frames + 0.1,
+                      surrogate=frames - 0.1, times=[0.0, 1.0, 2.0],
+                      errors={"every-2": np.array([0.0, 0.1, 0.2])}, schedule="every-2",
+                      field="vorticity", sample_label=3)
+    assert len(image_axes(fig)) == 4  # field 0 only, as before
+    assert "vorticity (non-dimensional)" in colorbar_labels(fig)
+    assert fig.subfigs[0].get_suptitle() == "sample 3, t = 2"
+
+
+def test_bad_input_errors(flow2d):
+    with pytest.raises(ValueError, match=r"no variable 'pressure'.*vorticity"):
+        plotting._snapshot_figure(flow2d, variables="pressure")
+    with pytest.raises(ValueError, match="'viscosity' has no spatial dims"):
+        plotting._snapshot_figure(flow2d, variables=["viscosity"])
+    with pytest.raises(ValueError, match="variables is empty"):
+        plotting._snapshot_figure(flow2d, variables=[])
+    with pytest.raises(ValueError, match="no sample to plot"):
+        plotting._snapshot_figure(flow2d, samples=(5,))
+    no_state = flow2d.drop_vars(["vorticity", "density"])
+    with pytest.raises(ValueError, match="role 'state'"):
+        plotting._snapshot_figure(no_state)
+    frames = np.zeros((1, 3, 1, 8))
+    good = dict(reference=frames, hybrid=frames, surrogate=frames, times=[0, 1, 2],
+                errors={}, schedule="s")
+    with pytest.raises(ValueError, match="share a shape"):
+        plotting._hybrid_figure(**{**good, "hybrid": np.zeros((1, 3, 1, 9))})
+    with pytest.raises(ValueError, match="fields"):
+        plotting._hybrid_figure(**good, fields=("a", "b"))
+    with pytest.raises(ValueError, match="coords"):
+        plotting._hybrid_figure(**good, coords={"y": np.zeros(8)})
+    with pytest.raises(ValueError, match="not both"):
+        plot_hybrid("unused.png", **good, field="a", fields=("b",))
+
+
+def test_failed_save_leaves_no_temporary(tmp_path, flow2d):
+    target = tmp_path / "flow.xyz"
+    target.write_text("old")
+    with pytest.raises(ValueError, match="xyz"):
+        plot_snapshots(flow2d, target, num_times=2)
+    assert [p.name for p in tmp_path.iterdir()] == ["flow.xyz"]
+    assert target.read_text() == "old"
