@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import multiprocessing
 import os
 import platform
+import sys
 import threading
 import time
 from pathlib import Path
@@ -30,7 +30,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import RESULTS, write  # noqa: E402
 
 
 def loop_scan_1d(u, delta, A, B, C, D, R, z, delta_bias):
@@ -192,10 +193,7 @@ def main(argv=None) -> dict:
         for kind, row in result["cuda"].items():
             print(f"CUDA {kind}: loop {row['loop_seconds'] * 1e3:.1f} ms, triton "
                   f"{row['triton_seconds'] * 1e3:.2f} ms, {row['speedup']:.0f}x")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, args.out)
+    write(result, args.out)
     return result
 
 

@@ -9,6 +9,8 @@ import platform
 import time
 from pathlib import Path
 
+from ssmpde.data import atomic_path
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -45,6 +47,5 @@ def seconds(function):
 def write(result: dict, path: Path) -> None:
     """Write ``result`` as JSON through a temporary name (no half-written file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(result, indent=2))

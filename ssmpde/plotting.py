@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import pathlib
 import textwrap
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -144,13 +143,8 @@ def _save(fig, path: str | os.PathLike, dpi: int) -> pathlib.Path:
     existing ``path`` is left as it was.  The format follows the suffix (PNG without one)."""
     target = pathlib.Path(os.fspath(path)).expanduser()
     fmt = target.suffix[1:].lower() or "png"
-    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}{target.suffix}")
-    try:
+    with data.atomic_path(target) as tmp:
         fig.savefig(tmp, dpi=dpi, format=fmt)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return target
 
 
@@ -173,8 +167,8 @@ def _select_variables(ds: xr.Dataset, variables: str | Sequence[str] | None) -> 
     plottable = [name for name in available if _spatial_dims(ds[name])
                  and set(ds[name].dims) <= _PLOTTABLE_DIMS]
     if variables is None:
-        if any("role" in ds[name].attrs for name in available):
-            names = [n for n in plottable if ds[n].attrs.get("role") == "state"]
+        if any(data.ROLE in ds[name].attrs for name in available):
+            names = [n for n in plottable if ds[n].attrs.get(data.ROLE) == "state"]
             if not names:
                 raise ValueError("nothing to plot: no data variable has role 'state' and "
                                  f"spatial dims ({data.X!r}); pass variables=... from "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -221,6 +220,11 @@ class Solver(abc.ABC):
         Frozen dataclass of the scientific configuration. Its ``__post_init__`` validates.
     PRESETS : dict
         Named configurations (benchmark datasets of the literature).
+    TINY : dict
+        A configuration that generates a sample in well under a second: the registry smoke
+        test runs every solver with it (so a new PDE is tested the day it is registered).
+        Store frames at the simulation resolution, so that the stored trajectory replays
+        through :meth:`TimeDependentSolver.step`.
     title, references : str
         Dataset attributes.
     """
@@ -228,6 +232,7 @@ class Solver(abc.ABC):
     name: ClassVar[str] = ""
     Config: ClassVar[type]
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    TINY: ClassVar[Mapping[str, Any]] = {}
     title: ClassVar[str] = ""
     references: ClassVar[str] = ""
 

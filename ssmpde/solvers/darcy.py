@@ -214,6 +214,7 @@ class Darcy(Solver):
         "fno": dict(resolution=85, simulation_resolution=421, coefficient_low=3.0),
         "fno-original": dict(resolution=85, simulation_resolution=421, coefficient_low=4.0),
     }
+    TINY = dict(resolution=9, simulation_resolution=17)
 
     def __init__(self, *, threads: int | None = None, **config: Any) -> None:
         super().__init__(**config)

@@ -529,6 +529,8 @@ class NavierStokes2D(TimeDependentSolver):
         "torus-vis-force": dict(viscosity=(1e-5, 1e-4), final_time=20.0, record_interval=0.1,
                                 forcing="torus-vis-force"),
     }
+    TINY = dict(resolution=16, simulation_resolution=16, viscosity=(1e-3, 2e-3),
+                forcing="torus-vis-force", final_time=0.2, record_interval=0.1, time_step=0.01)
 
     def __init__(self, *, fft_backend: str = "pyfftw", threads: int | None = None,
                  **config: Any) -> None:
