@@ -731,3 +731,33 @@ def test_describe_foreign_file(tmp_path):
     xr.Dataset({"t": ("lat", np.arange(3.0))}).to_netcdf(path)
     text = data.describe(path)
     assert "equation: (missing)" in text and "no 'sample' dimension" in text
+
+
+def test_rectangular_and_1d_grids():
+    coords = data.grid_coordinates((2, 4), length=(1.0, 2.0), units="m")
+    np.testing.assert_array_equal(coords[Y].values, [0.0, 0.5])
+    np.testing.assert_array_equal(coords[X].values, [0.0, 0.5, 1.0, 1.5])
+    one = data.grid_coordinates((5,), length=(2.0,), endpoint=True)
+    assert list(one) == [X] and one[X].values[-1] == 2.0
+    with pytest.raises(ValueError, match="one value per spatial dimension"):
+        data.grid_coordinates((2, 4), ndim=1)
+
+
+def test_roles_are_validated_and_read():
+    ds = xr.Dataset({"u": (("sample", "x"), np.zeros((1, 4)),
+                           {"long_name": "u", "units": "1", "role": "state"}),
+                     "nu": (("sample",), np.ones(1),
+                            {"long_name": "viscosity", "units": "1", "role": "parameter"})},
+                    coords={"sample": data.sample_coordinate(1),
+                            **data.grid_coordinates(4, ndim=1)},
+                    attrs={"Conventions": data.CONVENTIONS, "title": "t", "source": "s",
+                           "history": "h", "ssmpde_equation": "e", "ssmpde_config": "{}",
+                           "references": "r"})
+    assert data.roles_of(ds) == {"u": "state", "nu": "parameter"}
+    ds["u"].attrs["role"] = "solution"
+    with pytest.raises(data.SchemaError, match="role 'solution'.*state, parameter"):
+        data.validate(ds)
+    del ds["u"].attrs["role"]
+    data.validate(ds)  # a file without roles is still a dataset ...
+    with pytest.raises(data.SchemaError, match="'u' has no 'role' attribute"):
+        data.roles_of(ds)  # ... but not one a task can be read from
