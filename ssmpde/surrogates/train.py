@@ -122,15 +122,17 @@ class TrainConfig:
 # ---------------------------------------------------------------------------------------
 # Distributed helpers.
 # ---------------------------------------------------------------------------------------
-def _distributed() -> tuple[int, int]:
-    """(rank, world size); initialises the process group under torchrun."""
+def _distributed() -> tuple[int, int, bool]:
+    """(rank, world size, whether this call started the process group) under torchrun."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    started = False
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend)
+        started = True
     if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+        return dist.get_rank(), dist.get_world_size(), started
+    return 0, 1, started
 
 
 def _mean_across(value: float, world: int) -> float:
@@ -392,7 +394,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
 
     config = config or TrainConfig()
     out = Path(out)
-    rank, world = _distributed()
+    rank, world, started_group = _distributed()
     if config.batch_size % world:
         raise ValueError(f"batch_size {config.batch_size} must be a multiple of the number of "
                          f"processes ({world})")
@@ -459,6 +461,11 @@ def train(model_name: str, data, *, out, preset: str | None = None,
             break
     train_set.close()
     test_set.close()
+    if started_group:
+        # Leave together and shut the group down before the interpreter does: a gloo group
+        # torn down at exit while a peer still talks to it can abort the process.
+        dist.barrier()
+        dist.destroy_process_group()
     return metrics
 
 

@@ -74,7 +74,8 @@ CASES = {
     "B-length": ("B", lambda kw, sp: {"B": kw["B"][..., :-1]}, False),
     "C-length": ("C", lambda kw, sp: {"C": kw["C"][..., :-1]}, False),
     "B-state": ("B", lambda kw, sp: {"B": _state_changed(kw["B"], sp)}, False),
-    "C-rank": ("C", lambda kw, sp: {"C": kw["C"].unsqueeze(0)}, False),
+    # Two extra axes: one would turn a batch-1 C into a valid grouped C.
+    "C-rank": ("C", lambda kw, sp: {"C": kw["C"][None, None]}, False),
     "groups-not-dividing": ("B", lambda kw, sp: {
         n: _with_groups(kw[n], sp, _channels(kw) + 1) for n in "BC"}, False),
     "groups-mismatch": ("B and C", lambda kw, sp: {
