@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import fcntl
 import json
 import math
 import numbers
@@ -55,7 +56,9 @@ __all__ = [
     "X",
     "Y",
     "DatasetFileError",
+    "OutputLockedError",
     "atomic_path",
+    "check_output",
     "SchemaError",
     "SsmpdeAccessor",
     "build_dataset",
@@ -64,6 +67,8 @@ __all__ = [
     "grid_coordinates",
     "load_dataset",
     "open_dataset",
+    "output_lock",
+    "remove_stale_temporaries",
     "roles_of",
     "sample_coordinate",
     "save",
@@ -91,7 +96,7 @@ ENCODED_BY = "encoded_by"
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf")
 ZARR_SUFFIXES = (".zarr",)
 NETCDF_COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
-# Zarr format 2 keeps files readable by zarr-python 2.18 (allowed by our dependency range), and
+# Zarr format 2 keeps stores readable by other zarr readers (zarr-python 3 reads and writes it), and
 # consolidated metadata is part of the format 2 spec but not (yet) of format 3.
 ZARR_FORMAT = 2
 # Never decode numbers into dates or durations: ssmpde time is a plain number with plain units.
@@ -726,6 +731,107 @@ def _commit(tmp: pathlib.Path, target: pathlib.Path) -> None:
         os.replace(tmp, target)
 
 
+class OutputLockedError(OSError):
+    """Another process is writing the same output (it holds the lock)."""
+
+
+def _lock_path(target: pathlib.Path) -> pathlib.Path:
+    return target.parent / f".{target.name}.lock"
+
+
+@contextlib.contextmanager
+def output_lock(target: str | os.PathLike) -> Iterator[pathlib.Path]:
+    """Hold the write lock of ``target`` (a dataset, a run directory) for the block.
+
+    The lock is an ``fcntl`` lock on a hidden ``.<name>.lock`` beside the target holding the
+    writer's PID; the kernel drops it when the process dies, so a killed writer never leaves
+    a stale lock. A second writer gets :class:`OutputLockedError` at once, naming the PID.
+    """
+    target = pathlib.Path(os.fspath(target)).expanduser()
+    path = _lock_path(target)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"output directory '{path.parent}' does not exist; create it "
+                                f"first (mkdir -p {path.parent})")
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise OutputLockedError(f"'{target}' is being written by another ssmpde process "
+                                    f"(PID {holder}); wait for it to finish or choose another "
+                                    "output") from None
+        try:  # the file may have been unlinked by the previous holder: lock the live one
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def remove_stale_temporaries(target: str | os.PathLike) -> None:
+    """Delete what an interrupted write of ``target`` left beside it (call under its lock)."""
+    target = pathlib.Path(os.fspath(target))
+    patterns = (f".{target.stem}.tmp-*{target.suffix}", f".{target.name}.old-*")
+    for pattern in patterns:
+        for leftover in target.parent.glob(pattern):
+            _remove(leftover)
+
+
+def is_ssmpde_output(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is something ssmpde writes: a dataset file or store with the ssmpde
+    attributes, or a run directory (``config.json`` naming a model)."""
+    path = pathlib.Path(os.fspath(path))
+    if path.is_dir():
+        config = path / "config.json"
+        if config.is_file():
+            try:
+                return "model" in json.loads(config.read_text())
+            except (OSError, ValueError):
+                return False
+        if not _is_zarr_store(path):
+            return False
+    try:
+        with _open(path, None) as ds:
+            return "ssmpde_equation" in ds.attrs
+    except (OSError, DatasetFileError, ValueError):
+        return False
+
+
+def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (),
+                 overwrite: bool = False, flag: str = "--out") -> pathlib.Path:
+    """The output policy of every command, checked before any work.
+
+    Refuses a target that is one of the ``inputs``; an existing target unless ``overwrite``;
+    and, even with ``overwrite``, an existing directory that ssmpde did not write (see
+    :func:`is_ssmpde_output`), so a mistyped path never deletes the user's files.
+    """
+    target = pathlib.Path(os.fspath(target)).expanduser()
+    for source in inputs:
+        source = pathlib.Path(os.fspath(source)).expanduser()
+        if target.resolve() == source.resolve() or (
+                target.exists() and source.exists() and os.path.samefile(target, source)):
+            raise ValueError(f"{flag} '{target}' is one of the inputs: choose another path "
+                             "(outputs never replace their inputs)")
+    if target.exists() or target.is_symlink():
+        if not overwrite:
+            raise FileExistsError(f"'{target}' already exists: pass --overwrite "
+                                  "(overwrite=True) to replace it, or choose another path")
+        if target.is_dir() and not target.is_symlink() and not is_ssmpde_output(target):
+            raise ValueError(f"'{target}' is a directory that ssmpde did not write: refusing "
+                             "to replace it; remove it yourself or choose another path")
+    return target
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[pathlib.Path]:
     """Write a file or directory under a temporary name; it becomes ``target`` only if the
@@ -816,6 +922,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
     if (target.exists() or target.is_symlink()) and not overwrite:
         raise FileExistsError(f"'{target}' already exists: pass overwrite=True to replace it, "
                               "or choose another path")
+    if target.is_dir() and not target.is_symlink() and not is_ssmpde_output(target):
+        raise ValueError(f"'{target}' is a directory that ssmpde did not write: refusing to "
+                         "replace it; remove it yourself or choose another path")
     _check_storable_attrs(ds)
     if validate:
         _raise_if_invalid(ds)
@@ -905,6 +1014,12 @@ def open_dataset(path: str | os.PathLike, *, validate: bool = True,
     """
     source = pathlib.Path(os.fspath(path)).expanduser()
     ds = _open(source, chunks)
+    objects = [name for name, var in ds.variables.items() if var.dtype == object]
+    if objects:
+        ds.close()
+        raise DatasetFileError(f"'{source}' holds object-dtype arrays {objects}: ssmpde datasets "
+                               "hold numbers only, and object arrays can run code when read. "
+                               "Regenerate the dataset.")
     if validate:
         try:
             _raise_if_invalid(ds, subject=f"dataset '{source}'")
