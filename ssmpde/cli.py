@@ -93,12 +93,21 @@ def _add_solver_parser(subparsers, name: str) -> None:
                     if "tuple" in str(annotation) else ""))
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad command lines get one line (and exit 2), like every other user error."""
+
+    def error(self, message: str):
+        self.exit(2, f"ssmpde: error: {message} (see '{self.prog} --help')\n")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .solvers.base import list_solvers
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ssmpde", description="PDE solvers and SSM neural-operator surrogates in one loop.")
     parser.add_argument("--version", action="version", version=f"ssmpde {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     generate = commands.add_parser("generate", help="generate a dataset with a built-in solver",
                                    description="Generate a dataset. Choose an equation; "
@@ -123,6 +132,8 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="dataset file (netCDF or zarr)")
     evaluate.add_argument("--out", help="write the predictions here (.nc or .zarr)")
     evaluate.add_argument("--batch-size", type=int, default=8)
+    evaluate.add_argument("--overwrite", action="store_true",
+                          help="replace an existing --out written by ssmpde")
     rollout = commands.add_parser(
         "rollout", help="hybrid solver-surrogate rollouts of a trained time-stepper",
         description="Roll a trained surrogate out with the solver it was trained on, for one "
@@ -137,6 +148,8 @@ def _build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--samples", default="0", help="sample N or START:STOP (default 0)")
     rollout.add_argument("--out", help="write the first schedule's rollout (.nc or .zarr)")
     rollout.add_argument("--plot", help="write a figure (.png, .pdf, .svg)")
+    rollout.add_argument("--overwrite", action="store_true",
+                         help="replace an existing --out or --plot")
     warm = commands.add_parser(
         "warm-start", help="Darcy solves warm-started from a trained surrogate",
         description="Solve fresh Darcy problems by PCG from zero and from the surrogate's "
@@ -258,7 +271,8 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from .surrogates.train import evaluate
 
-    result = evaluate(args.run, args.data, out=args.out, batch_size=args.batch_size)
+    result = evaluate(args.run, args.data, out=args.out, batch_size=args.batch_size,
+                      overwrite=args.overwrite)
     print(f"relative L2 on {args.data}: {result['rel_l2']:.5g} (mean over "
           f"{len(result['rel_l2_per_sample'])} samples)")
     if "rel_l2_per_step" in result:
@@ -273,7 +287,8 @@ def _rollout(args: argparse.Namespace) -> int:
     from .coupling.run import run_rollout
 
     rows = run_rollout(args.checkpoint, steps=args.steps, schedules=args.schedule,
-                       data=args.data, samples=args.samples, out=args.out, plot=args.plot)
+                       data=args.data, samples=args.samples, out=args.out, plot=args.plot,
+                       overwrite=args.overwrite)
     print("| schedule | final rel. L2 | wall s | solver s | surrogate s | solver steps | "
           "surrogate steps | fallbacks |")
     print("|---|---|---|---|---|---|---|---|")
@@ -308,10 +323,21 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(error: BaseException) -> str:
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip()) \
+        or type(error).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ssmpde`` command; returns the exit status."""
+    """Entry point of the ``ssmpde`` command; returns the exit status.
+
+    Exit 0 on success, 2 for a user error (bad input, a file that cannot be read, an output
+    that exists or is locked, a diverged solver or training run), 1 for an internal error,
+    130 on Ctrl-C; the message is one line on stderr (``--debug`` adds the traceback).
+    """
     from .data import DatasetFileError, SchemaError
     from .solvers.base import SolverDivergedError
+    from .surrogates.train import TrainingDivergedError
 
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -320,12 +346,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt as interrupt:
-        print(f"\nssmpde: {interrupt or 'interrupted'}", file=sys.stderr)
+        print(f"\nssmpde: {_one_line(interrupt) if str(interrupt) else 'interrupted'}",
+              file=sys.stderr)
         return 130
     except (ValueError, TypeError, OSError, ImportError, SchemaError, DatasetFileError,
-            SolverDivergedError) as error:
-        print(f"ssmpde: error: {error}", file=sys.stderr)
+            SolverDivergedError, TrainingDivergedError, MemoryError) as error:
+        if args.debug:
+            raise
+        print(f"ssmpde: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    except Exception as error:  # the last line of defence: one line, never a traceback
+        if args.debug:
+            raise
+        print(f"ssmpde: internal error ({type(error).__name__}: {_one_line(error)}); rerun "
+              "with --debug for the traceback and report it", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -175,3 +175,44 @@ def autoregressive(step: Callable[[int, Any], Any], history, num_steps: int, *,
     if not out:
         return history[:, :0]
     return stack(out)
+
+
+_SIZES = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+
+
+def parse_bytes(text: str | int) -> int:
+    """``"8G"`` → 8 GiB, ``"512M"``, ``"1.5T"``, or plain bytes; ValueError otherwise."""
+    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
+        value = int(text)
+    else:
+        raw = str(text).strip().upper().removesuffix("IB").removesuffix("B")
+        unit = raw[-1:] if raw[-1:] in _SIZES and raw[-1:] else ""
+        try:
+            value = int(float(raw[: len(raw) - len(unit)]) * _SIZES[unit])
+        except ValueError:
+            raise ValueError(f"cannot read the memory size {text!r}: use bytes or a number "
+                             "with K, M, G or T (e.g. 8G)") from None
+    if value <= 0:
+        raise ValueError(f"a memory size must be positive, got {text!r}")
+    return value
+
+
+def memory_limit(limit: str | int | None = None) -> int:
+    """The most memory a run may plan to use at once, in bytes.
+
+    ``limit`` if given; else the environment variable ``SSMPDE_MAX_MEMORY`` (e.g. ``8G``);
+    else 80 % of the memory available now.
+    """
+    import os
+
+    if limit is not None:
+        return parse_bytes(limit)
+    if os.environ.get("SSMPDE_MAX_MEMORY"):
+        return parse_bytes(os.environ["SSMPDE_MAX_MEMORY"])
+    import psutil
+
+    return int(0.8 * psutil.virtual_memory().available)
+
+
+def gib(nbytes: float) -> str:
+    return f"{nbytes / 2 ** 30:.3g} GiB"

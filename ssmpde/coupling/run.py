@@ -35,11 +35,16 @@ def _solver_for(record: dict, data_path: Path):
     if config is None:
         with schema.open_dataset(data_path) as ds:
             config = schema.config_of(ds)
-    return get_solver(config["equation"], **config["solver"])
+    try:
+        return get_solver(config["equation"], **config["solver"])
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"the generator config stored with the checkpoint or dataset is "
+                         f"incomplete ({error!r} is missing or malformed): it cannot rebuild "
+                         "the solver; regenerate the data or retrain") from None
 
 
 def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
-                samples: str = "0", out=None, plot=None) -> list[dict]:
+                samples: str = "0", out=None, plot=None, overwrite: bool = False) -> list[dict]:
     """Hybrid rollouts of a trained surrogate from the first ``window`` frames of ``samples``
     of ``data`` (default: the training data), for every schedule, against the solver alone.
 
@@ -47,13 +52,20 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     final step, wall time of solver and surrogate, step counts. Writes the first schedule's
     rollout to ``out`` (netCDF/zarr) and a figure to ``plot``.
     """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"--steps must be a positive integer, got {steps!r}")
+    if not schedules:
+        raise ValueError("give at least one --schedule")
+    for schedule in schedules:
+        parse_schedule(schedule)
     surrogate = SurrogateStepper.from_checkpoint(checkpoint)
     record = json.loads((Path(checkpoint) / "config.json").read_text())
     data = Path(data or record["dataset"]["path"])
-    for schedule in schedules:
-        parse_schedule(schedule)
-    if steps < 1:
-        raise ValueError(f"--steps must be at least 1, got {steps}")
+    for path, flag in ((out, "--out"), (plot, "--plot")):
+        if path is not None:
+            schema.check_output(path, inputs=(data, checkpoint), overwrite=overwrite, flag=flag)
+    if out is not None and plot is not None and Path(out).resolve() == Path(plot).resolve():
+        raise ValueError("--out and --plot name the same file: choose two paths")
     solver = _solver_for(record, data)
     if abs(solver.dt - surrogate.dt) > 1e-12 * max(1.0, surrogate.dt):
         raise ValueError(f"the solver's record interval {solver.dt} differs from the "
@@ -87,7 +99,8 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     if out is not None:
         ds = to_dataset(runs[main], solver=solver, surrogate=surrogate, schedule=main,
                         samples=indices)
-        schema.save(ds, out, overwrite=True)
+        with schema.output_lock(out):
+            schema.save(ds, out, overwrite=overwrite)
     if plot is not None:
         from ssmpde.plotting import plot_hybrid
 
@@ -108,6 +121,12 @@ def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,
                    rtol: float = 1e-8) -> dict:
     """Warm against cold PCG solves of ``samples`` fresh Darcy problems (drawn with ``seed``,
     by default unseen in training) with the solver configuration of the training data."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= 10_000:
+        raise ValueError(f"--samples must be an integer in 1..10000, got {samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {seed!r}")
+    if not (isinstance(rtol, (int, float)) and 0 < rtol < 1):
+        raise ValueError(f"--rtol must be in (0, 1), got {rtol!r}")
     surrogate = OperatorSurrogate.from_checkpoint(checkpoint)
     record = json.loads((Path(checkpoint) / "config.json").read_text())
     solver = _solver_for(record, Path(record["dataset"]["path"]))

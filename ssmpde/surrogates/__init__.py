@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from ssmpde.core import Registry
+from ssmpde.core import Registry, gib, memory_limit
 
-__all__ = ["BUILTIN_MODELS", "ModelConfig", "build_model", "config_from_dict",
+__all__ = ["BUILTIN_MODELS", "ModelConfig", "build_model", "config_from_dict", "instantiate",
            "describe_models", "get_model_class", "list_models", "model_from_json",
            "model_to_json", "parameter_count", "register_model"]
 
@@ -165,6 +165,26 @@ def config_from_dict(name: str, values: dict[str, Any] | None = None, *,
     return cls.Config(**merged)
 
 
+def instantiate(name: str, config) -> nn.Module:
+    """Build model ``name`` from its config, after checking its size on the meta device.
+
+    The parameters, their gradients and two AdamW moments (16 bytes per parameter) must fit
+    :func:`ssmpde.core.memory_limit`, so ``width=100000`` or a crafted checkpoint fails with a
+    message instead of allocating until the machine gives out.
+    """
+    import torch
+
+    cls = get_model_class(name)
+    with torch.device("meta"):
+        count = sum(p.numel() for p in cls(config).parameters())
+    needed, limit = 16 * count, memory_limit()
+    if needed > limit:
+        raise ValueError(f"{name} with this config has {count:,} parameters and needs about "
+                         f"{gib(needed)} to train, more than the limit of {gib(limit)}: "
+                         "lower width/depth, or raise SSMPDE_MAX_MEMORY")
+    return cls(config)
+
+
 def build_model(name: str, *, preset: str | None = None, **config) -> nn.Module:
     """Build model ``name`` from its defaults, a ``preset`` and keyword overrides.
 
@@ -177,7 +197,7 @@ def build_model(name: str, *, preset: str | None = None, **config) -> nn.Module:
     >>> sum(p.numel() for p in model.parameters()) > 0
     True
     """
-    return get_model_class(name)(config_from_dict(name, config, preset=preset))
+    return instantiate(name, config_from_dict(name, config, preset=preset))
 
 
 def model_to_json(model: nn.Module) -> str:

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -28,21 +32,21 @@ from ssmpde.core import autoregressive
 from . import model_from_json
 from .datasets import Normalizer, Task
 
-__all__ = ["CONFIG", "WEIGHTS", "NormalisedModel", "checkpoint_record", "load_checkpoint",
-           "normalised_model", "normalizers_of", "save_run"]
+__all__ = ["CONFIG", "WEIGHTS", "NormalisedModel", "TornRunError", "check_consistent",
+           "checkpoint_record", "load_checkpoint", "normalised_model", "normalizers_of",
+           "recover", "save_run", "validate_record"]
 
 CONFIG, WEIGHTS = "config.json", "weights.safetensors"
 STATE_TENSORS, STATE_JSON = "training_state.safetensors", "training_state.json"
 
 
-def _write_text(path: Path, text: str) -> None:
-    with schema.atomic_path(path) as tmp:
-        tmp.write_text(text)
+#: The journal of a save in progress: every file of the epoch, then the COMPLETE marker.
+PENDING, COMPLETE = ".pending", "COMPLETE"
+RUN_FILES = (WEIGHTS, STATE_TENSORS, STATE_JSON, CONFIG)
 
 
-def _write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    with schema.atomic_path(path) as tmp:
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp)
+class TornRunError(ValueError):
+    """The files of a run directory come from different epochs."""
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -96,16 +100,128 @@ def optimizer_state(tensors: dict[str, torch.Tensor], record: dict) -> dict:
 
 def save_run(out: Path, model, optimizer, scheduler, record: dict, epoch: int,
              step: int) -> None:
-    """Write the checkpoint and the training state of a finished epoch, atomically per file
-    (weights and state first, config.json last, so a config always has its weights)."""
+    """Write the checkpoint and training state of a finished epoch as a unit.
+
+    Every file is written into the journal ``out/.pending/`` and stamped with the epoch; the
+    ``COMPLETE`` marker (written atomically) commits the save; then the files move into
+    ``out`` (:func:`recover`). A kill before the marker leaves the previous epoch intact (the
+    journal is dropped on recovery); a kill after it is finished by recovery. Either way the
+    run directory holds one consistent epoch.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    _write_tensors(out / WEIGHTS, unwrap(model).state_dict())
+    pending = out / PENDING
+    if pending.exists():
+        shutil.rmtree(pending)
+    pending.mkdir()
+    stamp = {"epoch": str(epoch)}
     tensors, optimizer_record = _optimizer_tensors(optimizer)
-    _write_tensors(out / STATE_TENSORS, tensors or {"empty": torch.zeros(0)})
-    _write_text(out / STATE_JSON, json.dumps({
+    save_file({k: v.detach().cpu().contiguous() for k, v in unwrap(model).state_dict().items()},
+              pending / WEIGHTS, metadata=stamp)
+    save_file(tensors or {"empty": torch.zeros(0)}, pending / STATE_TENSORS, metadata=stamp)
+    (pending / STATE_JSON).write_text(json.dumps({
         "epoch": epoch, "step": step, "optimizer": optimizer_record,
         "scheduler": scheduler.state_dict()}, indent=1))
-    _write_text(out / CONFIG, json.dumps({**record, "epoch": epoch}, indent=2))
+    (pending / CONFIG).write_text(json.dumps({**record, "epoch": epoch}, indent=2))
+    with schema.atomic_path(pending / COMPLETE) as tmp:
+        tmp.write_text(str(epoch))
+    recover(out)
+
+
+def recover(out: Path) -> None:
+    """Finish or drop an interrupted save in ``out`` (call under the run's lock)."""
+    pending = Path(out) / PENDING
+    if not pending.exists():
+        return
+    if (pending / COMPLETE).exists():
+        for name in RUN_FILES:
+            if (pending / name).exists():
+                os.replace(pending / name, Path(out) / name)
+    shutil.rmtree(pending)
+
+
+def _epoch_of(path: Path) -> int | None:
+    """The epoch stamp of a run file (None for files written before stamps existed)."""
+    try:
+        if path.suffix == ".safetensors":
+            with safe_open(path, framework="pt") as handle:
+                value = (handle.metadata() or {}).get("epoch")
+        else:
+            value = json.loads(path.read_text()).get("epoch")
+        return None if value is None else int(value)
+    except Exception as error:  # safetensors and json raise their own error types
+        raise TornRunError(f"{path} is unreadable ({error}): the run directory is damaged; "
+                           "start a new run") from error
+
+
+def check_consistent(out: Path, names=RUN_FILES) -> int | None:
+    """The epoch every file in ``names`` of ``out`` was written at; TornRunError otherwise."""
+    out = Path(out)
+    if (out / PENDING / COMPLETE).exists():
+        raise TornRunError(f"{out} was interrupted while saving an epoch: resume it "
+                           "(ssmpde train --resume) to finish the save")
+    epochs = {name: _epoch_of(out / name) for name in names if (out / name).exists()}
+    stamped = {e for e in epochs.values() if e is not None}
+    if len(stamped) > 1:
+        listing = ", ".join(f"{name}: epoch {e}" for name, e in epochs.items())
+        raise TornRunError(f"the files in {out} come from different epochs ({listing}): the "
+                           "run was damaged outside ssmpde; start a new run")
+    return stamped.pop() if stamped else None
+
+
+def _problems(record) -> list[str]:
+    if not isinstance(record, dict):
+        return [f"it holds a {type(record).__name__}, not a JSON object"]
+    problems = []
+
+    def need(container, key, kind, where=""):
+        if not isinstance(container, dict) or key not in container:
+            problems.append(f"{where}{key!r} is missing")
+            return None
+        if not isinstance(container[key], kind):
+            problems.append(f"{where}{key!r} must be {getattr(kind, '__name__', kind)}, got "
+                            f"{type(container[key]).__name__}")
+            return None
+        return container[key]
+
+    need(record, "model", str)
+    need(record, "model_config", dict)
+    need(record, "dataset", dict)
+    task = need(record, "task", dict)
+    if task is not None:
+        kind = need(task, "kind", str, "task ")
+        if kind is not None and kind not in ("operator", "rollout"):
+            problems.append(f"task 'kind' must be 'operator' or 'rollout', got {kind!r}")
+        for key in ("inputs", "outputs", "grid"):
+            need(task, key, list, "task ")
+        grid = task.get("grid")
+        if isinstance(grid, list) and not all(isinstance(n, int) and n > 0 for n in grid):
+            problems.append(f"task 'grid' must hold positive integers, got {grid}")
+    normalizers = need(record, "normalizers", dict)
+    expected = {"operator": ("inputs", "outputs"), "rollout": ("fields", "conditioning")}
+    if normalizers is not None and isinstance(task, dict) and task.get("kind") in expected:
+        for name in expected[task["kind"]]:
+            entry = need(normalizers, name, dict, "normalizers ")
+            if entry is None:
+                continue
+            for key in ("mean", "std"):
+                values = need(entry, key, list, f"normalizers[{name!r}] ")
+                if values is not None and not all(
+                        isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+                    problems.append(f"normalizers[{name!r}] {key!r} must hold finite numbers")
+            if isinstance(entry.get("std"), list) and any(
+                    isinstance(v, (int, float)) and v <= 0 for v in entry["std"]):
+                problems.append(f"normalizers[{name!r}] 'std' must be positive")
+    return problems
+
+
+def validate_record(record, path) -> dict:
+    """Check a checkpoint record (``config.json``) as a whole; ValueError naming every missing
+    or ill-typed key."""
+    problems = _problems(record)
+    if problems:
+        raise ValueError(f"checkpoint config {path} is not a valid ssmpde checkpoint: "
+                         + "; ".join(problems) + " (it is written by 'ssmpde train')")
+    return record
 
 
 def load_checkpoint(path, *, device: str | torch.device = "cpu"):
@@ -113,6 +229,9 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu"):
     ``weights.safetensors`` only. Raises ValueError naming what is wrong with a broken one."""
     path = Path(path)
     config_path, weights_path = path / CONFIG, path / WEIGHTS
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a checkpoint: it is not a directory (a run directory "
+                         "written by 'ssmpde train' has config.json and weights.safetensors)")
     for p in (config_path, weights_path):
         if not p.exists():
             raise ValueError(f"{path} is not a checkpoint: {p.name} is missing (a run "
@@ -120,19 +239,27 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu"):
                              "weights.safetensors)")
     try:
         record = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
+    validate_record(record, config_path)
+    try:
         model = model_from_json(json.dumps({"model": record["model"],
                                             "config": record["model_config"]}))
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (KeyError, TypeError) as error:
         raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
     try:
         weights = load_file(weights_path)
     except Exception as error:  # safetensors raises its own error types
         raise ValueError(f"unreadable checkpoint weights {weights_path}: {error}") from error
+    check_consistent(path, (WEIGHTS, CONFIG))
     try:
         model.load_state_dict(weights)
     except RuntimeError as error:
         raise ValueError(f"the weights in {weights_path} do not fit the model in "
                          f"{config_path}: {error}") from error
+    if not all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point()):
+        raise ValueError(f"the weights in {weights_path} are not finite (NaN or inf): the run "
+                         "diverged; retrain it")
     return model.to(device).eval(), record
 
 

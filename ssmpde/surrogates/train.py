@@ -21,6 +21,7 @@ and ``resume=True`` continues from it. With ``torchrun`` the same code runs data
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -38,10 +39,10 @@ from torch import nn
 
 from ssmpde import data as schema
 
-from . import config_from_dict, get_model_class
+from . import config_from_dict, get_model_class, instantiate
 from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedModel,
-                         checkpoint_record, load_checkpoint, normalised_model, normalizers_of,
-                         optimizer_state, save_run)
+                         check_consistent, checkpoint_record, load_checkpoint, normalised_model,
+                         normalizers_of, optimizer_state, recover, save_run, validate_record)
 from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
     relative_l2, split_samples
 
@@ -104,19 +105,53 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "window", "horizon"):
+        for name, low in (("epochs", 1), ("batch_size", 1), ("window", 1), ("horizon", 1),
+                          ("num_test", 0), ("seed", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name, low, strict in (("lr", 0.0, True), ("weight_decay", 0.0, False),
+                                  ("max_grad_norm", 0.0, False), ("noise_std", 0.0, False),
+                                  ("gradient_loss_weight", 0.0, False)):
+            value = getattr(self, name)
+            if value is None and name == "gradient_loss_weight":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < low or (strict and value == low):
+                bound = "positive" if strict else "non-negative"
+                raise ValueError(f"{name} must be a finite {bound} number, got {value!r}")
         if self.mode not in ("teacher-forcing", "autoregressive"):
             raise ValueError(f"mode must be 'teacher-forcing' or 'autoregressive', got "
                              f"{self.mode!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.noise_std < 0 or self.max_grad_norm < 0 or self.num_test < 0:
-            raise ValueError("noise_std, max_grad_norm and num_test must not be negative")
+        if not isinstance(self.pushforward, bool):
+            raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
+        check_device(self.device)
+
+
+def check_device(name) -> torch.device:
+    """The torch device ``name``, checked against what this machine offers."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {name!r}: use cpu, cuda or cuda:N") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ValueError(f"device {name!r} is not supported: use cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {name!r}: CUDA is not available on this machine (no GPU, or "
+                         f"torch {torch.__version__} was built without CUDA): use --device cpu")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r} does not exist: this machine has "
+                         f"{torch.cuda.device_count()} GPU(s), cuda:0..")
+    return device
+
+
+class TrainingDivergedError(FloatingPointError):
+    """The loss or the weights became non-finite; the last good checkpoint is kept."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -299,20 +334,37 @@ def _scheduler(optimizer, config: TrainConfig, total_steps: int):
 
 
 def _check_run_directory(out: Path, resume: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out '{out}' is a file; a run is a directory: choose another path")
     if (out / CONFIG).exists() and not resume:
         raise ValueError(f"{out} already holds a run; pass resume=True (--resume) to continue "
                          "it, or choose another --out")
-    if resume and not (out / STATE_JSON).exists():
-        raise ValueError(f"nothing to resume in {out}: no {STATE_JSON}")
+    if not resume and out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"--out '{out}' is a directory with other files in it: a run needs a "
+                         "new or empty directory")
+    if resume:
+        recover(out)
+        if not (out / STATE_JSON).exists():
+            raise ValueError(f"nothing to resume in {out}: no {STATE_JSON}")
+        check_consistent(out)
 
 
-def _restore_model(out: Path, model, model_name: str, model_config) -> dict:
-    """Load the weights of the run in ``out``; return its record."""
-    record = json.loads((out / CONFIG).read_text())
+def _restore_model(out: Path, model, model_name: str, model_config, config) -> dict:
+    """Load the weights of the run in ``out``; return its record. Refuses a different model
+    or different training options (they would make a different run, not a resumed one)."""
+    record = validate_record(json.loads((out / CONFIG).read_text()), out / CONFIG)
     if (record["model"] != model_name or record["model_config"]
             != json.loads(json.dumps(dataclasses.asdict(model_config)))):
         raise ValueError(f"the run in {out} was trained with a different model config; "
                          "resume with the same model and options")
+    stored = record.get("train_config", {})
+    now = json.loads(json.dumps(dataclasses.asdict(config)))
+    changed = [f"{key} {stored.get(key)!r} (now {value!r})" for key, value in now.items()
+               if key != "device" and stored.get(key) != value]
+    if changed:
+        raise ValueError(f"the run in {out} was started with other training options: "
+                         f"{'; '.join(changed)}. Resume with the run's options (the schedule is "
+                         "built for its epochs), or start a new run to train differently")
     model.load_state_dict(load_file(out / WEIGHTS))
     return record
 
@@ -327,7 +379,7 @@ def _restore_optimizer(out: Path, optimizer, scheduler) -> tuple[int, int]:
 
 
 def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradient_weight,
-                 generator, rank, world, device, bar) -> tuple[float, int, int]:
+                 generator, rank, world, device, bar, epoch) -> tuple[float, int, int]:
     """One pass over the training set; returns (mean loss, items, optimiser steps)."""
     order = torch.randperm(len(train_set), generator=generator).numpy()
     total, count, steps, started = 0.0, 0, 0, time.perf_counter()
@@ -341,6 +393,12 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
             loss = operator_loss(wrapped(x, noise), batch["y"], gradient_weight)
         else:
             loss = rollout_loss(wrapped, batch, config, generator)
+        loss_value = _mean_across(float(loss.detach()), world)
+        if not math.isfinite(loss_value):
+            raise TrainingDivergedError(
+                f"the training loss became {loss_value} at epoch {epoch + 1}, batch "
+                f"{steps + 1}: lower --lr, check the data for constant or extreme fields; the "
+                "last good epoch is kept in the run directory")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if config.max_grad_norm:
@@ -348,7 +406,6 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
         optimizer.step()
         scheduler.step()
         steps += 1
-        loss_value = _mean_across(float(loss.detach()), world)
         total += loss_value * len(indices) * world
         count += len(indices) * world
         bar.update(len(indices) * world)
@@ -390,7 +447,6 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     dict
         The last epoch's metrics.
     """
-    from tqdm.auto import tqdm
 
     config = config or TrainConfig()
     out = Path(out)
@@ -398,17 +454,40 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     if config.batch_size % world:
         raise ValueError(f"batch_size {config.batch_size} must be a multiple of the number of "
                          f"processes ({world})")
-    device = torch.device(config.device)
+    device = check_device(config.device)
     if device.type == "cuda" and world > 1:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    _check_run_directory(out, resume)
+    for source in (data, test_data):
+        if source is not None and Path(source).resolve() == out.resolve():
+            raise ValueError(f"--out '{out}' is one of the inputs: choose another path")
+    with contextlib.ExitStack() as stack:
+        if rank == 0:  # one writer per run directory; a second one fails at once
+            out.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(schema.output_lock(out))
+        _check_run_directory(out, resume)
+        metrics = _train(model_name, data, out, preset, model_overrides, config, test_data,
+                         resume, progress, time_limit, inputs, outputs, rank, world, device)
+    if started_group:
+        # Leave together and shut the group down before the interpreter does: a gloo group
+        # torn down at exit while a peer still talks to it can abort the process.
+        dist.barrier()
+        dist.destroy_process_group()
+    return metrics
+
+
+def _train(model_name, data, out, preset, model_overrides, config, test_data, resume, progress,
+           time_limit, inputs, outputs, rank, world, device) -> dict[str, Any]:
+    """The body of :func:`train`, under the run's lock."""
+    from tqdm.auto import tqdm
+
     task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs)
 
     torch.manual_seed(config.seed)
     model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
-    model = get_model_class(model_name)(model_config).to(device)
+    model = instantiate(model_name, model_config).to(device)
     if resume:
-        normalizers = normalizers_of(_restore_model(out, model, model_name, model_config))
+        normalizers = normalizers_of(_restore_model(out, model, model_name, model_config,
+                                                    config))
     else:
         normalizers = fit_normalizers(train_set)
     gradient_weight = config.gradient_loss_weight
@@ -441,7 +520,12 @@ def train(model_name: str, data, *, out, preset: str | None = None,
                    unit="item", disable=not progress or rank != 0, leave=False)
         epoch_start = time.perf_counter()
         loss, _, steps = _train_epoch(wrapped, model, train_set, optimizer, scheduler, config,
-                                      gradient_weight, generator, rank, world, device, bar)
+                                      gradient_weight, generator, rank, world, device, bar,
+                                      epoch)
+        if not all(torch.isfinite(p).all() for p in model.parameters()):
+            raise TrainingDivergedError(
+                f"the weights became non-finite in epoch {epoch + 1}: lower --lr; the last "
+                "good epoch is kept in the run directory")
         bar.close()
         step += steps
         metrics = {"epoch": epoch + 1, "step": step, "train_loss": loss,
@@ -461,19 +545,14 @@ def train(model_name: str, data, *, out, preset: str | None = None,
             break
     train_set.close()
     test_set.close()
-    if started_group:
-        # Leave together and shut the group down before the interpreter does: a gloo group
-        # torn down at exit while a peer still talks to it can abort the process.
-        dist.barrier()
-        dist.destroy_process_group()
     return metrics
 
 
 # ---------------------------------------------------------------------------------------
 # Evaluation.
 # ---------------------------------------------------------------------------------------
-def evaluate(run, data, *, out=None, batch_size: int = 8,
-             device: str = "cpu") -> dict[str, Any]:
+def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
+             overwrite: bool = False) -> dict[str, Any]:
     """Relative L2 of a trained run on a dataset, and optionally its predictions as netCDF.
 
     Operator tasks predict every sample's outputs. Rollout tasks start from each sample's
@@ -486,7 +565,11 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
         ``rel_l2`` (mean over samples), ``rel_l2_per_sample``, and for rollouts
         ``rel_l2_per_step``.
     """
-    model, record = load_checkpoint(run, device=device)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if out is not None:
+        schema.check_output(out, inputs=(data, run), overwrite=overwrite)
+    model, record = load_checkpoint(run, device=check_device(device))
     task = Task.from_dict(record["task"])
     wrapped = normalised_model(model, record)
     with schema.open_dataset(data) as ds:
@@ -523,11 +606,14 @@ def evaluate(run, data, *, out=None, batch_size: int = 8,
     if task.kind == "rollout":
         result["rel_l2_per_step"] = [float(v) for v in errors_t.mean(dim=0)]
     if out is not None:
-        _write_predictions(out, torch.cat(predictions).numpy(), data, task, run, result)
+        with schema.output_lock(out):
+            _write_predictions(out, torch.cat(predictions).numpy(), data, task, run, result,
+                               overwrite)
     return result
 
 
-def _write_predictions(out, values: np.ndarray, data, task: Task, run, result) -> None:
+def _write_predictions(out, values: np.ndarray, data, task: Task, run, result,
+                       overwrite: bool) -> None:
     """Predictions as an ssmpde dataset (same coordinates and attributes as ``data``)."""
     import xarray as xr
 
@@ -550,4 +636,4 @@ def _write_predictions(out, values: np.ndarray, data, task: Task, run, result) -
     predicted.attrs["ssmpde_predictions"] = json.dumps(
         {"run": str(Path(run).resolve()), "data": str(Path(data).resolve()),
          "rel_l2": result["rel_l2"]})
-    schema.save(schema.validate(predicted), out, overwrite=True)
+    schema.save(schema.validate(predicted), out, overwrite=overwrite)
