@@ -71,13 +71,21 @@ def _add_solver_parser(subparsers, name: str) -> None:
         "unless the help says otherwise.", formatter_class=argparse.RawDescriptionHelpFormatter)
     run = parser.add_argument_group("run")
     run.add_argument("--out", required=True, help="output file: .nc (netCDF4) or .zarr")
-    run.add_argument("--samples", type=int, required=True, help="number of samples")
+    run.add_argument("--samples", type=int, required=True,
+                     help="number of samples (at most 10**9)")
     run.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     run.add_argument("--batch-size", type=int, default=8,
                      help="samples integrated together; does not change results (default 8)")
     run.add_argument("--preset", choices=sorted(cls.PRESETS) or None,
                      help="a benchmark configuration; other flags override it")
-    run.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace an existing --out written by ssmpde (never a directory it "
+                          "did not write), and discard an unfinished run for --out stored "
+                          "with other settings")
+    run.add_argument("--max-memory", metavar="SIZE",
+                     help="most memory the run may plan to use at once: bytes or a size such "
+                          "as 8G, 512M (default: SSMPDE_MAX_MEMORY, else 80%% of the "
+                          "available memory)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     physics = parser.add_argument_group(f"{name} options (default: the solver's default)")
     helps = _field_help(cls.Config)
@@ -210,7 +218,7 @@ def _generate(args: argparse.Namespace) -> int:
               if k.startswith("config__") and v is not None}
     ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
                   batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
-                  progress=not args.no_progress, **config)
+                  progress=not args.no_progress, max_memory=args.max_memory, **config)
     sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {args.out} ({sizes})")
     ds.close()
@@ -340,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .surrogates.train import TrainingDivergedError
 
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a bad command line exits 2 with one line
     handlers = {"generate": _generate, "info": _info, "models": _models, "train": _train,
                 "evaluate": _evaluate, "rollout": _rollout, "warm-start": _warm_start}
     try:

@@ -189,7 +189,7 @@ def parse_bytes(text: str | int) -> int:
         unit = raw[-1:] if raw[-1:] in _SIZES and raw[-1:] else ""
         try:
             value = int(float(raw[: len(raw) - len(unit)]) * _SIZES[unit])
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ValueError(f"cannot read the memory size {text!r}: use bytes or a number "
                              "with K, M, G or T (e.g. 8G)") from None
     if value <= 0:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from ssmpde import data as schema
+from ssmpde.core import gib, memory_limit
 from ssmpde.solvers import get_solver
 
 from .hybrid import Conditions, hybrid_rollout, parse_schedule, rollout, to_dataset
@@ -81,6 +83,12 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         if ds.sizes[schema.TIME] < window:
             raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
                              f"{window} to start")
+        frame_bytes = 8 * len(indices) * len(surrogate.fields) * math.prod(surrogate.grid)
+        needed = steps * frame_bytes * (2 + len(set(schedules) | {"solver", "surrogate"}))
+        if needed > memory_limit():
+            raise ValueError(f"--steps {steps} keeps about {gib(needed)} of frames, more than "
+                             f"the limit of {gib(memory_limit())}: roll out fewer steps or "
+                             "samples, or raise SSMPDE_MAX_MEMORY")
         sub = ds.isel({schema.SAMPLE: indices}).load()
         history = np.stack([sub[f].values[:, :window] for f in surrogate.fields], axis=2)
         time = float(sub[schema.TIME].values[window - 1])

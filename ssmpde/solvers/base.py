@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -288,6 +289,45 @@ class Solver(abc.ABC):
     @abc.abstractmethod
     def coordinates(self) -> dict[str, xr.DataArray]:
         """Coordinates of the non-sample dimensions (``time``, ``y``, ``x``, ...)."""
+
+    # -- memory estimate (checked by generate() before it allocates anything) ---------------
+    def stored_bytes_per_sample(self) -> int:
+        """Bytes one sample occupies in the dataset: every variable of :meth:`variables`, its
+        dimensions sized by :meth:`coordinates`, at 8 bytes a value.
+
+        A solver whose coordinates are costly to build for a huge configuration (a long time
+        axis) overrides this with the sizes it knows, so the estimate itself stays cheap.
+        """
+        sizes = {dim: int(size) for coord in self.coordinates().values()
+                 for dim, size in zip(coord.dims, coord.shape)}
+        return self._stored_bytes(sizes)
+
+    def bytes_per_sample(self) -> int:
+        """Peak memory one sample of a batch needs, in bytes: its stored output plus the
+        solver's working memory.
+
+        Default: :meth:`stored_bytes_per_sample` plus, for a time-dependent solver (one with
+        ``simulation_grid`` and ``fields``), 16 grid-sized float64 arrays per field on the
+        simulation grid (state, FFT buffers, stage work arrays). Steady solvers override it
+        (e.g. Darcy adds its sparse LU factor).
+        """
+        work = 0
+        grid = getattr(self, "simulation_grid", None)
+        fields = getattr(self, "fields", ())
+        if grid is not None and fields:
+            work = 16 * len(fields) * math.prod(int(n) for n in grid) * 8
+        return self.stored_bytes_per_sample() + work
+
+    def _stored_bytes(self, sizes: Mapping[str, int]) -> int:
+        """8 bytes per value of every variable of one sample, dimension sizes from ``sizes``."""
+        total = 0
+        for name, spec in self.variables().items():
+            missing = [dim for dim in spec.dims if dim not in sizes]
+            if missing:
+                raise RuntimeError(f"{self.name}: variable {name!r} has dimensions {missing} "
+                                   "without a size (override stored_bytes_per_sample)")
+            total += 8 * math.prod(int(sizes[dim]) for dim in spec.dims)
+        return total
 
     def to_dataset(self, outputs: Mapping[str, np.ndarray], indices: Sequence[int], *,
                    config: Mapping[str, Any], history: str | None = None) -> xr.Dataset:

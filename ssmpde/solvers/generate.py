@@ -6,6 +6,11 @@ every finished batch is written atomically as a part file in a hidden folder bes
 target (``.NAME.parts/``); an interrupted run (Ctrl-C, a killed job, a crash) loses at most the
 batch in flight, and the same call resumes from the parts on disk. When every sample is done,
 the parts are merged into the target (again through a temporary name) and removed.
+
+Reliability: the whole run (parts and merge) holds the output's lock, so two runs never
+write the same dataset; what a killed merge left is removed first; the planned peak memory
+is checked against a limit before anything is allocated; the bookkeeping of finished parts
+is a list of sample ranges, so a huge ``num_samples`` costs nothing until it is computed.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ import datetime as _dt
 import json
 import os
 import re
-import shutil
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +28,20 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from .. import __version__, data
+from .. import __version__, core, data
 from .base import Solver, get_solver
 
 __all__ = ["generate", "parts_directory"]
 
-_PART = re.compile(r"^part-(\d{8})-(\d{8})\.nc$")
+# Part files are named by their sample range [start, stop); 8 digits at least, more beyond.
+_PART = re.compile(r"^part-(\d{8,})-(\d{8,})\.nc$")
+# What an interrupted atomic write of a part or of the manifest leaves in the parts folder.
+_TEMPORARY = re.compile(r"^\.(part-\d{8,}-\d{8,}|manifest)\.tmp-[0-9a-f]{32}\.(nc|json)$")
+_MANIFEST = "manifest.json"
 _SUFFIXES = (".nc", ".nc4", ".netcdf", ".zarr")
+#: The most samples one call generates (sample indices and part names stay small).
+MAX_SAMPLES = 10 ** 9
+_RAISE_LIMIT = "raise --max-memory / SSMPDE_MAX_MEMORY"
 
 
 def parts_directory(out: str | os.PathLike) -> Path:
@@ -38,82 +50,216 @@ def parts_directory(out: str | os.PathLike) -> Path:
     return out.parent / f".{out.name}.parts"
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
+def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum:_} (one call generates at most "
+                         f"10**9 samples), got {int(value):_}: generate several datasets with "
+                         "different seeds instead")
     return int(value)
 
 
-def _check_output(out: Path, overwrite: bool) -> None:
+def _check_target(out: Path) -> None:
+    """Generate's own checks of ``out``, before any work: suffix and parent directory."""
     if out.suffix not in _SUFFIXES:
         raise ValueError(f"output {str(out)!r} has an unknown suffix: use one of "
                          f"{', '.join(_SUFFIXES)} (netCDF4, or zarr for .zarr)")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"output directory '{out.parent}' does not exist; create it "
                                 f"first (mkdir -p {out.parent})")
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"'{out}' already exists: pass overwrite=True (--overwrite) "
-                              "to replace it, or choose another path")
 
 
-def _batches(indices: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Contiguous runs of missing indices, cut into batches of at most ``batch_size``."""
-    batches: list[list[int]] = []
-    for index in indices:
-        if batches and index == batches[-1][-1] + 1 and len(batches[-1]) < batch_size:
-            batches[-1].append(index)
-        else:
-            batches.append([index])
-    return batches
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+def _gib(nbytes: float) -> str:
+    value = nbytes / 2 ** 30
+    return f"{value:,.0f} GiB" if value >= 100 else f"{value:.3g} GiB"
+
+
+def _check_memory(solver: Solver, num_samples: int, batch_size: int, in_memory: bool,
+                  max_memory: int | str | None) -> None:
+    """Refuse a run whose planned peak memory exceeds the limit, before anything is allocated.
+
+    Peak: ``batch_size`` samples in flight (:meth:`Solver.bytes_per_sample`), plus, without
+    ``out``, the whole dataset held in memory twice (the batches and their concatenation).
+    """
+    limit = core.memory_limit(max_memory)
+    per_sample = int(solver.bytes_per_sample())
+    if per_sample > limit:
+        raise ValueError(
+            f"one sample of this configuration needs about {_gib(per_sample)} at once "
+            f"({solver.name}: {_size(solver.stored_bytes_per_sample())} stored, the rest "
+            f"solver working memory), more than the limit of {_gib(limit)}: lower the "
+            f"resolution, or {_RAISE_LIMIT}")
+    batch = min(batch_size, num_samples)
+    needed = batch * per_sample
+    parts = [f"batch of {batch} x {_size(per_sample)} a sample"]
+    if in_memory:
+        held = 2 * num_samples * int(solver.stored_bytes_per_sample())
+        needed += held
+        parts.append(f"the in-memory result: {num_samples:_} samples x "
+                     f"{_size(held // (2 * num_samples))}, twice while they are joined")
+    if needed > limit:
+        advice = "lower --batch-size or the resolution"
+        if in_memory:
+            advice += ", write to a file (out=...) instead of memory"
+        raise ValueError(f"this run needs about {_gib(needed)} at once "
+                         f"({'; '.join(parts)}), more than the limit of {_gib(limit)}: "
+                         f"{advice}, or {_RAISE_LIMIT}")
+
+
+def _missing(ranges: list[tuple[int, int]], num_samples: int,
+             batch_size: int) -> Iterator[tuple[int, int]]:
+    """The batches ``[start, stop)`` still to compute: the gaps between the finished
+    ``ranges`` (sorted), cut into pieces of at most ``batch_size``. Lazy: O(1) memory."""
+    position = 0
+    for start, stop in [*ranges, (num_samples, num_samples)]:
+        for first in range(position, min(start, num_samples), batch_size):
+            yield first, min(first + batch_size, start, num_samples)
+        position = max(position, stop)
+
+
+def _count(ranges: list[tuple[int, int]]) -> int:
+    return sum(stop - start for start, stop in ranges)
+
+
+def _is_manifest(value: Any) -> bool:
+    return isinstance(value, dict) and "config" in value and "history" in value
+
+
+def _foreign_entries(directory: Path) -> list[str]:
+    """Entries of a parts folder that ssmpde does not write there (empty: all ours).
+
+    Ours: part files, the manifest, and the temporaries an interrupted write of either
+    leaves. A ``manifest.json`` that is valid JSON but not an ssmpde manifest is foreign; one
+    that cannot be parsed (a crash while it was written) counts as ours.
+    """
+    foreign = []
+    for entry in sorted(directory.iterdir()):
+        name = entry.name
+        if entry.is_symlink() or not entry.is_file():
+            foreign.append(name)
+        elif name == _MANIFEST:
+            try:
+                manifest = json.loads(entry.read_text())
+            except (OSError, ValueError):
+                continue
+            if not _is_manifest(manifest):
+                foreign.append(name)
+        elif not (_PART.match(name) or _TEMPORARY.match(name)):
+            foreign.append(name)
+    return foreign
+
+
+def _discard(directory: Path) -> None:
+    """Delete an unfinished run's parts folder, refusing one holding anything else."""
+    if directory.is_symlink() or not directory.is_dir():
+        raise ValueError(f"'{directory}' is not a parts folder ssmpde wrote (it is not a "
+                         "directory): refusing to delete it; remove it yourself or choose "
+                         "another output")
+    foreign = _foreign_entries(directory)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise ValueError(f"'{directory}' holds files ssmpde did not write ({shown}): refusing "
+                         "to delete it; remove it yourself or choose another output")
+    for entry in directory.iterdir():
+        entry.unlink()
+    directory.rmdir()
 
 
 class _Parts:
-    """The part files of one unfinished run, with a manifest that pins its config."""
+    """The part files of one unfinished run, with a manifest that pins its config.
 
-    def __init__(self, out: Path, run_config: dict[str, Any]) -> None:
+    Call under the output's lock. A folder left by a run with another configuration (or
+    without a readable manifest) is an error, or with ``overwrite`` is discarded, provided it
+    holds only what ssmpde writes there.
+    """
+
+    def __init__(self, out: Path, run_config: dict[str, Any], *, overwrite: bool) -> None:
         self.directory = parts_directory(out)
-        self.manifest = self.directory / "manifest.json"
-        if self.directory.exists():
-            try:
-                manifest = json.loads(self.manifest.read_text())
-            except (OSError, ValueError) as error:
-                raise ValueError(
-                    f"cannot resume: '{self.manifest}' is missing or unreadable ({error}). "
-                    f"Delete '{self.directory}' to start the run again") from error
-            if manifest.get("config") != run_config:
+        self.manifest = self.directory / _MANIFEST
+        if self.directory.exists() or self.directory.is_symlink():
+            problem, stored = self._read()
+            if problem is None and stored["config"] == run_config:
+                self.history = stored["history"]
+                self._remove_temporaries()
+                return
+            if not overwrite:
+                if problem is not None:
+                    raise ValueError(f"cannot resume: {problem}. Delete '{self.directory}' to "
+                                     "start the run again, or pass --overwrite "
+                                     "(overwrite=True) to discard it")
                 raise ValueError(
                     f"an unfinished run with a different configuration is stored in "
-                    f"'{self.directory}'. Rerun with the same settings to resume it, or delete "
-                    f"that folder to start afresh.\n  stored: {json.dumps(manifest.get('config'))}"
+                    f"'{self.directory}'. Rerun with the same settings to resume it, delete "
+                    f"that folder to start afresh, or pass --overwrite (overwrite=True) to "
+                    f"discard it.\n  stored: {json.dumps(stored['config'])}"
                     f"\n  now:    {json.dumps(run_config)}")
-            self.history = manifest["history"]
+            _discard(self.directory)
+        self.directory.mkdir()
+        self.history = (f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}"
+                        f": generated by ssmpde {__version__} "
+                        f"(ssmpde.solvers.generate, equation {run_config['equation']})")
+        with data.atomic_path(self.manifest) as tmp:
+            tmp.write_text(json.dumps({"config": run_config, "history": self.history},
+                                      indent=1))
+
+    def _read(self) -> tuple[str | None, dict[str, Any]]:
+        """(None, manifest) or (what is wrong, {})."""
+        if self.directory.is_symlink() or not self.directory.is_dir():
+            return f"'{self.directory}' is not a directory", {}
+        try:
+            manifest = json.loads(self.manifest.read_text())
+        except (OSError, ValueError) as error:
+            return f"'{self.manifest}' is missing or unreadable ({error})", {}
+        if not _is_manifest(manifest):
+            return f"'{self.manifest}' is not an ssmpde manifest", {}
+        return None, manifest
+
+    def _remove_temporaries(self) -> None:
+        """What a killed writer of a part left (the parts themselves are complete)."""
+        for entry in self.directory.iterdir():
+            if _TEMPORARY.match(entry.name) and entry.is_file() and not entry.is_symlink():
+                entry.unlink()
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """The sample ranges ``(start, stop)`` of the complete parts on disk, sorted."""
+        found = []
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                match = _PART.match(entry.name)
+                if match and int(match[2]) > int(match[1]):
+                    found.append((int(match[1]), int(match[2])))
+        return sorted(found)
+
+    def path(self, start: int, stop: int) -> Path:
+        return self.directory / f"part-{start:08d}-{stop:08d}.nc"
+
+    def remove(self) -> None:
+        """Delete the folder after the merge (anything ssmpde did not write stays, with a
+        warning)."""
+        foreign = _foreign_entries(self.directory)
+        for entry in self.directory.iterdir():
+            if entry.name not in foreign:
+                entry.unlink()
+        if foreign:
+            warnings.warn(f"left '{self.directory}' in place: it holds files ssmpde did not "
+                          f"write ({', '.join(foreign[:5])})", stacklevel=3)
         else:
-            self.directory.mkdir()
-            self.history = (f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}"
-                            f": generated by ssmpde {__version__} "
-                            f"(ssmpde.solvers.generate, equation {run_config['equation']})")
-            with data.atomic_path(self.manifest) as tmp:
-                tmp.write_text(json.dumps({"config": run_config, "history": self.history},
-                                          indent=1))
-
-    def done(self) -> dict[int, Path]:
-        """Sample index -> part file, for every complete part on disk."""
-        found: dict[int, Path] = {}
-        for path in sorted(self.directory.iterdir()):
-            match = _PART.match(path.name)
-            if match:
-                for index in range(int(match[1]), int(match[2])):
-                    found[index] = path
-        return found
-
-    def path(self, batch: Sequence[int]) -> Path:
-        return self.directory / f"part-{batch[0]:08d}-{batch[-1] + 1:08d}.nc"
+            self.directory.rmdir()
 
 
 def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
              out: str | os.PathLike | None = None, batch_size: int = 8,
              preset: str | None = None, overwrite: bool = False, progress: bool = True,
-             **config: Any) -> xr.Dataset:
+             max_memory: int | str | None = None, **config: Any) -> xr.Dataset:
     """Generate a dataset with a registered solver.
 
     Parameters
@@ -121,20 +267,29 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     name : str or Solver
         Registered equation name (``ssmpde.solvers.list_solvers()``) or a solver instance.
     num_samples : int
-        Number of samples (trajectories or input/output pairs).
+        Number of samples (trajectories or input/output pairs), at most 10**9.
     seed : int
         Master seed. Sample ``i`` is a pure function of ``(seed, i)`` and the config.
     out : path, optional
         netCDF4 (``.nc``) or zarr (``.zarr``) file to write. Finished batches are kept in
-        :func:`parts_directory` until the run completes, so a rerun resumes.
+        :func:`parts_directory` until the run completes, so a rerun resumes. The whole run
+        holds the output's lock (:func:`ssmpde.data.output_lock`): a second run to the same
+        ``out`` fails at once with :class:`ssmpde.data.OutputLockedError`.
     batch_size : int
         Samples integrated together (one FFT plan for the batch). Does not change results.
     preset : str, optional
         Named configuration of the solver (e.g. ``"torus-vis"``); ``config`` overrides it.
     overwrite : bool
-        Replace an existing ``out``.
+        Replace an existing ``out`` written by ssmpde (never a directory ssmpde did not
+        write), and discard an unfinished run for ``out`` stored with another configuration.
     progress : bool
         Show a tqdm progress bar (samples/s).
+    max_memory : int or str, optional
+        The most memory the run may plan to use at once: bytes, or a size such as ``"8G"``.
+        Default: the environment variable ``SSMPDE_MAX_MEMORY``, else 80 % of the memory
+        available now. A run estimated above it (``batch_size`` times
+        :meth:`Solver.bytes_per_sample`, plus the whole dataset without ``out``) is refused
+        before anything is allocated.
     **config
         Solver options, e.g. ``viscosity=1e-4, resolution=64``.
 
@@ -151,7 +306,7 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     >>> ds.vorticity.shape
     (2, 2, 16, 16)
     """
-    num_samples = _check_int("num_samples", num_samples, 1)
+    num_samples = _check_int("num_samples", num_samples, 1, MAX_SAMPLES)
     seed = _check_int("seed", seed, 0)
     batch_size = _check_int("batch_size", batch_size, 1)
     if isinstance(name, Solver):
@@ -160,27 +315,41 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         solver = name
     else:
         solver = get_solver(name, preset=preset, **config)
+    out_path = Path(out).expanduser() if out is not None else None
+    if out_path is not None:
+        _check_target(out_path)
+    _check_memory(solver, num_samples, batch_size, out_path is None, max_memory)
     run_config = {"equation": solver.name, "num_samples": num_samples, "seed": seed,
                   "solver": solver.config_dict()}
-    out_path = Path(out) if out is not None else None
-    if out_path is not None:
-        _check_output(out_path, overwrite)
-        parts = _Parts(out_path, run_config)
-        done = parts.done()
-        history = parts.history
-    else:
-        parts, done = None, {}
+    if out_path is None:
         history = (f"{_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}: "
                    f"generated by ssmpde {__version__}")
-    todo = _batches([i for i in range(num_samples) if i not in done], batch_size)
-    in_memory: list[xr.Dataset] = []
+        pieces = _run(solver, seed, num_samples, batch_size, run_config, history, None, [],
+                      progress)
+        return xr.concat(pieces, dim=data.SAMPLE, data_vars="all", coords="minimal",
+                         compat="identical", combine_attrs="override")
+    with data.output_lock(out_path):
+        data.remove_stale_temporaries(out_path)
+        data.check_output(out_path, overwrite=overwrite)
+        parts = _Parts(out_path, run_config, overwrite=overwrite)
+        _run(solver, seed, num_samples, batch_size, run_config, parts.history, parts,
+             parts.ranges(), progress)
+        _merge(parts, out_path, num_samples, overwrite)
+        return data.open_dataset(out_path)
 
-    bar = tqdm(total=num_samples, initial=len(done), unit="sample", desc=solver.name,
+
+def _run(solver: Solver, seed: int, num_samples: int, batch_size: int,
+         run_config: dict[str, Any], history: str, parts: _Parts | None,
+         done: list[tuple[int, int]], progress: bool) -> list[xr.Dataset]:
+    """Compute the batches missing from ``done``: each written as a part, or returned."""
+    in_memory: list[xr.Dataset] = []
+    bar = tqdm(total=num_samples, initial=_count(done), unit="sample", desc=solver.name,
                disable=not progress, dynamic_ncols=True,
                bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}, "
                           "{rate_fmt}]")
     try:
-        for batch in todo:
+        for start, stop in _missing(done, num_samples, batch_size):
+            batch = list(range(start, stop))
             shown = bar.n
 
             def advance(fraction: float, size: int = len(batch)) -> None:
@@ -189,30 +358,34 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
             outputs = solver.solve_batch(solver.sample_inputs(seed, batch), progress=advance)
             ds = solver.to_dataset(outputs, batch, config=run_config, history=history)
             if parts is not None:
-                data.save(ds, parts.path(batch), validate=False)
+                data.save(ds, parts.path(start, stop), validate=False)
             else:
                 in_memory.append(ds)
             bar.update(shown + len(batch) - bar.n)  # land exactly on the batch boundary
     except KeyboardInterrupt:
         bar.close()
         if parts is not None:
-            saved = len(parts.done())
+            saved = _count(parts.ranges())
             raise KeyboardInterrupt(
                 f"interrupted: {saved} of {num_samples} samples are saved in "
                 f"'{parts.directory}'; run the same command again to resume") from None
         raise
     bar.close()
-
-    if parts is None:
-        return xr.concat(in_memory, dim=data.SAMPLE, data_vars="all", coords="minimal",
-                         compat="identical", combine_attrs="override")
-    return _merge(parts, out_path, num_samples, overwrite)
+    return in_memory
 
 
-def _merge(parts: _Parts, out: Path, num_samples: int, overwrite: bool) -> xr.Dataset:
+def _merge(parts: _Parts, out: Path, num_samples: int, overwrite: bool) -> None:
     """Concatenate the part files into ``out`` (atomically) and remove the parts folder."""
-    files = sorted(set(parts.done().values()))
-    pieces = [data.open_dataset(path, chunks={}) for path in files]
+    ranges = parts.ranges()
+    position = 0
+    for start, stop in ranges:
+        if start != position:  # a gap or an overlap
+            break
+        position = stop
+    if position != num_samples:
+        raise RuntimeError(f"parts in '{parts.directory}' do not cover samples "
+                           f"0..{num_samples - 1} exactly; delete the folder and rerun")
+    pieces = [data.open_dataset(parts.path(start, stop), chunks={}) for start, stop in ranges]
     try:
         merged = xr.concat(pieces, dim=data.SAMPLE, data_vars="all", coords="minimal",
                            compat="identical", combine_attrs="override")
@@ -223,5 +396,4 @@ def _merge(parts: _Parts, out: Path, num_samples: int, overwrite: bool) -> xr.Da
     finally:
         for piece in pieces:
             piece.close()
-    shutil.rmtree(parts.directory)
-    return data.open_dataset(out)
+    parts.remove()

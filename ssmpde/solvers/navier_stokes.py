@@ -29,6 +29,8 @@ __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "forci
            "reference_step"]
 
 FORCINGS = ("fno", "torus-vis", "torus-vis-force", "none")
+#: Largest grid side accepted (one 65536² complex field alone is 34 GB).
+MAX_RESOLUTION = 2 ** 16
 TIME_STEPPINGS = ("faithful", "cfl")
 SCHEMES = ("euler-cn", "rk3-cn")
 #: Phase speed of the TorusVisForce forcing: phi = 0.2 t (F-FNO, Tran et al. 2023).
@@ -115,9 +117,10 @@ class NavierStokesConfig:
     sigma: float | None = None
 
     def __post_init__(self) -> None:
-        if not _is_even_positive_int(self.simulation_resolution):
-            raise ValueError("simulation_resolution must be an even integer >= 2, got "
-                             f"{self.simulation_resolution!r}")
+        if not _is_even_positive_int(self.simulation_resolution) \
+                or self.simulation_resolution > MAX_RESOLUTION:
+            raise ValueError(f"simulation_resolution must be an even integer in 2.."
+                             f"{MAX_RESOLUTION}, got {self.simulation_resolution!r}")
         if not _is_even_positive_int(self.resolution) \
                 or self.simulation_resolution % self.resolution:
             divisors = [d for d in range(self.simulation_resolution, 1, -1)
@@ -720,6 +723,12 @@ class NavierStokes2D(TimeDependentSolver):
                 ("forcing_wavenumber", "forcing_term"), "F-FNO forcing amplitude", "1",
                 role="parameter", encoded_by="forcing")
         return out
+
+    def stored_bytes_per_sample(self) -> int:
+        # The sizes are known without building the coordinates (a long time axis is costly).
+        r = self.config.resolution
+        return self._stored_bytes({data.TIME: self.num_records + 1, data.Y: r, data.X: r,
+                                   "forcing_wavenumber": 2, "forcing_term": 6})
 
     def coordinates(self) -> dict[str, xr.DataArray]:
         coords = super().coordinates()

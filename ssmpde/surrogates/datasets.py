@@ -373,11 +373,13 @@ class Normalizer:
         return x * std + mean
 
     @classmethod
-    def fit(cls, arrays) -> Normalizer:
+    def fit(cls, arrays, *, names=None) -> Normalizer:
         """Per-channel statistics of ``[channel, *grid]`` arrays, accumulated in float64.
 
         A constant channel (std 0, e.g. one viscosity for every sample) gets std 1, so it
-        encodes to 0 instead of dividing by zero.
+        encodes to 0 instead of dividing by zero. With ``names`` (the channels a model must
+        predict), a constant channel is an error instead: there is nothing to learn, and
+        its relative error is undefined where it is zero.
         """
         total = sq = None
         count = 0
@@ -393,9 +395,14 @@ class Normalizer:
         mean = total / count
         var = np.maximum(sq / count - mean ** 2, 0.0)
         std = np.sqrt(var)
-        std = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), std, 1.0)
         if not (np.isfinite(mean).all() and np.isfinite(std).all()):
             raise ValueError("the training data contain NaN or inf; regenerate or clean it")
+        constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))
+        if names is not None and constant.any():
+            which = [f"{names[c]} (= {mean[c]:.6g})" for c in np.flatnonzero(constant)]
+            raise ValueError(f"the training data's {', '.join(which)} never change: there is "
+                             "nothing to learn; check the dataset or the --outputs")
+        std = np.where(constant, 1.0, std)
         return cls([float(m) for m in mean], [float(s) for s in std])
 
 
@@ -410,12 +417,14 @@ def fit_normalizers(dataset: TaskDataset) -> dict[str, Normalizer]:
     task = dataset.task
     if task.kind == "operator":
         items = [dataset[i] for i in range(len(dataset))]
+        outputs = Normalizer.fit((item["y"].numpy() for item in items), names=task.outputs)
         return {"inputs": Normalizer.fit(item["x"].numpy() for item in items),
-                "outputs": Normalizer.fit(item["y"].numpy() for item in items)}
+                "outputs": outputs}
     ds = dataset._dataset()
     fields = Normalizer.fit(
-        np.stack([np.asarray(ds[v].isel({SAMPLE: int(s)}).values, np.float64) for v in
-                  task.inputs]).reshape(len(task.inputs), -1) for s in dataset.samples)
+        (np.stack([np.asarray(ds[v].isel({SAMPLE: int(s)}).values, np.float64) for v in
+                   task.inputs]).reshape(len(task.inputs), -1) for s in dataset.samples),
+        names=task.inputs)
     cond = Normalizer()
     if task.conditioning:
         frames = range(ds.sizes[TIME]) if task.time_dependent else range(1)

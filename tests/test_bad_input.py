@@ -1,0 +1,294 @@
+"""Hostile but realistic command lines: every one gets exit code 2, one line on stderr, no
+traceback, and no file created or changed outside the intended output.
+
+Runs in-process (``main(argv)``); the numeric options are also fuzzed with hypothesis.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ssmpde import data as schema
+from ssmpde.cli import main
+from ssmpde.solvers import generate
+from ssmpde.surrogates.train import TrainConfig, train
+
+BAD_NUMBERS = ["0", "-1", "nan", "inf", "-inf", "1e400", "fast", ""]
+NS = dict(resolution=16, simulation_resolution=16, final_time=0.4, record_interval=0.1,
+          time_step=0.01, viscosity=1e-3)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    darcy, ns = root / "darcy.nc", root / "ns.nc"
+    generate("darcy", num_samples=4, seed=0, out=darcy, resolution=9,
+             simulation_resolution=17, progress=False)
+    generate("navier-stokes", num_samples=3, seed=0, out=ns, progress=False, **NS)
+    small = dict(width=8, depth=1, state_size=4)
+    train("geomano", darcy, out=root / "darcy-run", preset="darcy", model_overrides=small,
+          config=TrainConfig(epochs=1, batch_size=2), progress=False)
+    train("geomano", ns, out=root / "ns-run", preset="navier-stokes", model_overrides=small,
+          config=TrainConfig(epochs=1, batch_size=2, window=2), progress=False)
+    corrupt = root / "corrupt.nc"
+    shutil.copy(darcy, corrupt)
+    raw = bytearray(corrupt.read_bytes())
+    middle = len(raw) // 2
+    raw[middle:middle + 2048] = os.urandom(2048)  # still opens; the values do not read
+    corrupt.write_bytes(bytes(raw))
+    return {"darcy": darcy, "ns": ns, "darcy-run": root / "darcy-run",
+            "ns-run": root / "ns-run", "corrupt": corrupt, "root": root}
+
+
+def snapshot(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))}
+
+
+def run_bad(argv, capsys, root):
+    before = snapshot(root)
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse: a command line it cannot parse
+        status = exit_.code
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2, (argv, status, err)
+    assert len(lines) == 1, (argv, err)
+    assert "Traceback" not in err and lines[0].startswith("ssmpde: error:"), err
+    assert snapshot(root) == before, argv  # nothing created, changed or deleted
+    return lines[0]
+
+
+def cases(f):
+    """(id, argv, expected words) of the bad-input table; ``f`` maps fixture names to paths."""
+    d, ns, out = f["darcy"], f["ns"], f["root"] / "new"
+    table = []
+    for value in BAD_NUMBERS + ["1000000000000"]:
+        table.append((f"generate-samples-{value}",
+                      ["generate", "darcy", "--out", f"{out}.nc", "--samples", value], ""))
+    for value in BAD_NUMBERS + ["100000"]:
+        table.append((f"generate-resolution-{value}",
+                      ["generate", "navier-stokes", "--out", f"{out}.nc", "--samples", "1",
+                       "--resolution", value, "--simulation-resolution", value], ""))
+    for option in ("viscosity", "time", "record-interval", "cfl", "alpha", "tau"):
+        for value in ("0", "-1", "nan", "inf", "text"):
+            table.append((f"generate-{option}-{value}",
+                          ["generate", "navier-stokes", "--out", f"{out}.nc", "--samples", "1",
+                           f"--{option}", value], ""))
+    table += [
+        ("generate-batch-0", ["generate", "darcy", "--out", f"{out}.nc", "--samples", "2",
+                              "--batch-size", "0"], "batch_size"),
+        ("generate-seed-neg", ["generate", "darcy", "--out", f"{out}.nc", "--samples", "2",
+                               "--seed", "-1"], "seed"),
+        ("generate-suffix", ["generate", "darcy", "--out", f"{out}.txt", "--samples", "2"],
+         "suffix"),
+        ("generate-no-dir", ["generate", "darcy", "--out", f"{out}/x/y.nc", "--samples", "2"],
+         "does not exist"),
+        ("generate-exists", ["generate", "darcy", "--out", d, "--samples", "2"], "exists"),
+        ("generate-preset", ["generate", "darcy", "--out", f"{out}.nc", "--samples", "2",
+                             "--preset", "nope"], "invalid choice"),
+        ("generate-equation", ["generate", "heat", "--out", f"{out}.nc"], "invalid choice"),
+    ]
+    train_base = ["train", "geomano", "--data", d, "--out", out, "--no-progress",
+                  "--model-option", "width=8", "--model-option", "depth=1"]
+    ns_base = ["train", "geomano", "--data", ns, "--out", out, "--no-progress",
+               "--model-option", "width=8", "--model-option", "depth=1"]
+    invalid = {"epochs": ["0", "-1", "nan", "1.5", "x"], "batch-size": ["0", "-1", "x"],
+               "lr": BAD_NUMBERS, "weight-decay": ["-1", "nan", "inf", "x"],
+               "max-grad-norm": ["-1", "nan", "inf"], "gradient-loss-weight": ["-1", "nan", "inf"],
+               "noise-std": ["-1", "nan", "inf"], "num-test": ["-1", "4", "x"],
+               "seed": ["-1", "x"], "mode": ["sideways"], "schedule": ["linear"]}
+    for option, values in invalid.items():
+        for value in values:
+            table.append((f"train-{option}-{value}", [*train_base, f"--{option}", value], ""))
+    for option in ("window", "horizon"):
+        for value in ("0", "-1", "1000", "x"):
+            table.append((f"train-{option}-{value}", [*ns_base, f"--{option}", value], ""))
+    for device in ("bogus", "cuda", "cuda:7", "meta"):
+        table.append((f"train-device-{device}", [*train_base, "--device", device], "device"))
+    table += [
+        ("train-width-huge", [*train_base, "--model-option", "width=100000"], "parameters"),
+        ("train-depth-0", [*train_base, "--model-option", "depth=0"], "depth"),
+        ("train-channels", [*train_base, "--model-option", "in_channels=3"], "does not fit"),
+        ("train-model", ["train", "geomamo", "--data", d, "--out", out], "geomano"),
+        ("train-data-missing", [*train_base[:3], f"{out}.nc", *train_base[4:]], "no dataset"),
+        ("train-out-is-data", ["train", "geomano", "--data", d, "--out", d], "inputs"),
+        ("train-resume-empty", [*train_base, "--resume"], "nothing to resume"),
+        ("train-resume-epochs", ["train", "geomano", "--data", d, "--out", f["darcy-run"],
+                                 "--no-progress", "--resume", "--epochs", "3",
+                                 "--model-option", "width=8", "--model-option", "depth=1",
+                                 "--model-option", "state_size=4", "--batch-size", "2"],
+         "epochs 1 (now 3)"),
+        ("train-outputs-missing", [*train_base, "--outputs", "nope"], "both inputs and outputs"),
+        ("train-outputs-unknown", [*train_base, "--inputs", "a", "--outputs", "nope"], "nope"),
+        ("evaluate-batch-0", ["evaluate", f["darcy-run"], "--data", d, "--batch-size", "0"],
+         "batch_size"),
+        ("evaluate-out-is-data", ["evaluate", f["darcy-run"], "--data", d, "--out", d],
+         "inputs"),
+        ("evaluate-out-exists", ["evaluate", f["darcy-run"], "--data", d, "--out", ns],
+         "exists"),
+        ("evaluate-corrupt", ["evaluate", f["darcy-run"], "--data", f["corrupt"]], "corrupt"),
+        ("evaluate-grid", ["evaluate", f["darcy-run"], "--data", ns], ""),
+        ("evaluate-no-run", ["evaluate", f["root"], "--data", d], "not a checkpoint"),
+        ("rollout-darcy-data", ["rollout", "--checkpoint", f["ns-run"], "--steps", "2",
+                                "--schedule", "solver", "--data", d], "trajectories"),
+        ("rollout-darcy-run", ["rollout", "--checkpoint", f["darcy-run"], "--steps", "2",
+                               "--schedule", "solver"], "trajectories"),
+        ("rollout-steps-0", ["rollout", "--checkpoint", f["ns-run"], "--steps", "0",
+                             "--schedule", "solver"], "steps"),
+        ("rollout-steps-huge", ["rollout", "--checkpoint", f["ns-run"], "--steps",
+                                "1000000000000", "--schedule", "solver"], "steps"),
+        ("rollout-schedule", ["rollout", "--checkpoint", f["ns-run"], "--steps", "2",
+                              "--schedule", "model:3"], "schedule"),
+        ("rollout-samples", ["rollout", "--checkpoint", f["ns-run"], "--steps", "2",
+                             "--schedule", "solver", "--samples", "7:9"], "samples"),
+        ("rollout-out-is-data", ["rollout", "--checkpoint", f["ns-run"], "--steps", "2",
+                                 "--schedule", "solver", "--data", ns, "--out", ns], "inputs"),
+        ("warm-start-samples-0", ["warm-start", f["darcy-run"], "--samples", "0"], "samples"),
+        ("warm-start-samples-huge", ["warm-start", f["darcy-run"], "--samples", "10000000"],
+         "samples"),
+        ("warm-start-rtol", ["warm-start", f["darcy-run"], "--rtol", "2"], "rtol"),
+        ("warm-start-ns", ["warm-start", f["ns-run"]], ""),
+        ("info-missing", ["info", f"{out}.nc"], "no dataset"),
+        ("info-directory", ["info", f["root"]], "zarr"),
+    ]
+    return table
+
+
+def test_bad_input_table(files, capsys):
+    failures = []
+    for name, argv, words in cases(files):
+        try:
+            line = run_bad(argv, capsys, files["root"])
+            assert words in line, (name, line)
+        except AssertionError as error:
+            failures.append(f"{name}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_crafted_checkpoints_are_named_not_tracebacks(files, capsys, tmp_path):
+    for key in ("task", "normalizers", "dataset", "model_config"):
+        run = tmp_path / f"no-{key}"
+        shutil.copytree(files["darcy-run"], run)
+        record = json.loads((run / "config.json").read_text())
+        del record[key]
+        (run / "config.json").write_text(json.dumps(record))
+        line = run_bad(["evaluate", run, "--data", files["darcy"]], capsys, tmp_path)
+        assert f"'{key}' is missing" in line
+    run = tmp_path / "truncated"
+    shutil.copytree(files["darcy-run"], run)
+    weights = run / "weights.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    line = run_bad(["evaluate", run, "--data", files["darcy"]], capsys, tmp_path)
+    assert "unreadable checkpoint weights" in line
+    line = run_bad(["train", "geomano", "--data", files["darcy"], "--out", run, "--resume",
+                    "--no-progress"], capsys, tmp_path)
+    assert "unreadable" in line or "damaged" in line
+
+
+def test_toml_with_a_text_learning_rate(files, capsys, tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('[train]\nlr = "fast"\n')
+    line = run_bad(["train", "geomano", "--data", files["darcy"], "--config", config, "--out",
+                    tmp_path / "run"], capsys, tmp_path)
+    assert "lr must be a number" in line
+
+
+def test_an_existing_unrelated_directory_is_never_deleted(files, capsys, tmp_path):
+    mine = tmp_path / "mine.zarr"
+    mine.mkdir()
+    (mine / "sentinel.txt").write_text("precious")
+    for argv in (["generate", "darcy", "--out", mine, "--samples", "2", "--overwrite",
+                  "--resolution", "9", "--simulation-resolution", "17", "--no-progress"],
+                 ["evaluate", files["darcy-run"], "--data", files["darcy"], "--out", mine,
+                  "--overwrite"]):
+        line = run_bad(argv, capsys, tmp_path)
+        assert "ssmpde did not write" in line
+    assert (mine / "sentinel.txt").read_text() == "precious"
+
+
+def test_evaluate_overwrites_its_own_output_only_when_asked(files, capsys, tmp_path):
+    out = tmp_path / "pred.nc"
+    args = ["evaluate", files["darcy-run"], "--data", files["darcy"], "--out", out]
+    assert main([str(a) for a in args]) == 0
+    first = out.stat().st_mtime_ns
+    run_bad(args, capsys, tmp_path)
+    assert main([str(a) for a in args] + ["--overwrite"]) == 0
+    assert out.stat().st_mtime_ns != first
+
+
+def test_object_arrays_are_refused_on_read(tmp_path):
+    # A zarr (format 2) store whose metadata declares an object array: its values would be
+    # unpickled on read, which can run code.
+    store = tmp_path / "crafted.zarr"
+    (store / "u").mkdir(parents=True)
+    (store / ".zgroup").write_text(json.dumps({"zarr_format": 2}))
+    (store / ".zattrs").write_text(json.dumps({"ssmpde_equation": "darcy"}))
+    (store / "u" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "|O", "compressor": None,
+        "fill_value": None, "filters": [{"id": "pickle", "protocol": 5}], "order": "C",
+        "dimension_separator": "."}))
+    (store / "u" / ".zattrs").write_text(json.dumps({"_ARRAY_DIMENSIONS": ["sample"]}))
+    with pytest.raises(schema.DatasetFileError, match="object"):
+        schema.open_dataset(store, validate=False)
+
+
+def test_interrupt_prints_a_message(monkeypatch, capsys, files):
+    import ssmpde.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(cli, "_info", interrupted)
+    assert main(["info", str(files["darcy"])]) == 130
+    assert "ssmpde: interrupted" in capsys.readouterr().err
+
+
+def test_internal_errors_exit_1_in_one_line(monkeypatch, capsys, files):
+    import ssmpde.cli as cli
+
+    def broken(args):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(cli, "_info", broken)
+    assert main(["info", str(files["darcy"])]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "internal error (ZeroDivisionError" in lines[0]
+    assert "--debug" in lines[0]
+    with pytest.raises(ZeroDivisionError):
+        main(["--debug", "info", str(files["darcy"])])
+
+
+NON_NEGATIVE = ("weight-decay", "max-grad-norm", "gradient-loss-weight", "noise-std")
+
+
+@settings(max_examples=40)
+@given(option=st.sampled_from(("lr", *NON_NEGATIVE, "epochs", "batch-size", "num-test",
+                               "seed")),
+       value=st.one_of(st.floats(max_value=-1e-6, allow_infinity=True),
+                       st.sampled_from(["nan", "inf", "NaN", "-inf", "1e999", "one", "--"]),
+                       st.text(alphabet="abc!?", min_size=1, max_size=4)))
+def test_fuzzed_numeric_training_options(option, value, files, capsys):
+    text = value if isinstance(value, str) else repr(value)
+    argv = ["train", "geomano", "--data", files["darcy"], "--out", files["root"] / "fuzz",
+            "--no-progress", f"--{option}={text}"]
+    run_bad(argv, capsys, files["root"])
+
+
+@settings(max_examples=25)
+@given(option=st.sampled_from(("samples", "batch-size", "seed", "resolution")),
+       value=st.one_of(st.integers(max_value=-1), st.floats(allow_nan=True).map(repr),
+                       st.sampled_from(["", "x", "1e999", "10**9"])))
+def test_fuzzed_generation_options(option, value, files, capsys):
+    argv = ["generate", "darcy", "--out", files["root"] / "fuzz.nc", "--samples", "2",
+            f"--{option}={value}"]
+    if option == "resolution":
+        argv.append("--simulation-resolution=17")
+    run_bad(argv, capsys, files["root"])
+    np.testing.assert_equal(sorted(os.listdir(files["root"])).count("fuzz.nc"), 0)
