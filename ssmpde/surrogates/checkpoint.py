@@ -38,11 +38,14 @@ __all__ = ["CONFIG", "WEIGHTS", "NormalisedModel", "TornRunError", "check_consis
 
 CONFIG, WEIGHTS = "config.json", "weights.safetensors"
 STATE_TENSORS, STATE_JSON = "training_state.safetensors", "training_state.json"
+METRICS = "metrics.jsonl"
 
 
 #: The journal of a save in progress: every file of the epoch, then the COMPLETE marker.
 PENDING, COMPLETE = ".pending", "COMPLETE"
-RUN_FILES = (WEIGHTS, STATE_TENSORS, STATE_JSON, CONFIG)
+RUN_FILES = (WEIGHTS, STATE_TENSORS, STATE_JSON, METRICS, CONFIG)
+#: The files that carry the epoch they were written at.
+STAMPED = (WEIGHTS, STATE_TENSORS, STATE_JSON, CONFIG)
 
 
 class TornRunError(ValueError):
@@ -99,8 +102,8 @@ def optimizer_state(tensors: dict[str, torch.Tensor], record: dict) -> dict:
 
 
 def save_run(out: Path, model, optimizer, scheduler, record: dict, epoch: int,
-             step: int) -> None:
-    """Write the checkpoint and training state of a finished epoch as a unit.
+             step: int, metrics: dict | None = None) -> None:
+    """Write the checkpoint, training state and metrics log of a finished epoch as a unit.
 
     Every file is written into the journal ``out/.pending/`` and stamped with the epoch; the
     ``COMPLETE`` marker (written atomically) commits the save; then the files move into
@@ -121,6 +124,10 @@ def save_run(out: Path, model, optimizer, scheduler, record: dict, epoch: int,
     (pending / STATE_JSON).write_text(json.dumps({
         "epoch": epoch, "step": step, "optimizer": optimizer_record,
         "scheduler": scheduler.state_dict()}, indent=1))
+    log = (out / METRICS).read_text() if (out / METRICS).exists() else ""
+    if metrics is not None:
+        log += json.dumps(metrics) + "\n"
+    (pending / METRICS).write_text(log)
     (pending / CONFIG).write_text(json.dumps({**record, "epoch": epoch}, indent=2))
     with schema.atomic_path(pending / COMPLETE) as tmp:
         tmp.write_text(str(epoch))
@@ -153,7 +160,7 @@ def _epoch_of(path: Path) -> int | None:
                            "start a new run") from error
 
 
-def check_consistent(out: Path, names=RUN_FILES) -> int | None:
+def check_consistent(out: Path, names=STAMPED) -> int | None:
     """The epoch every file in ``names`` of ``out`` was written at; TornRunError otherwise."""
     out = Path(out)
     if (out / PENDING / COMPLETE).exists():

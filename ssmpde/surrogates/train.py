@@ -48,7 +48,6 @@ from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_sele
 
 __all__ = ["TrainConfig", "evaluate", "load_checkpoint", "train"]
 
-METRICS = "metrics.jsonl"
 SCHEDULES = ("onecycle", "cosine")
 
 
@@ -533,9 +532,7 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
                    "seconds": time.perf_counter() - epoch_start}
         if rank == 0:
             metrics.update(_evaluate_split(evaluator, test_set, config.batch_size, device))
-            save_run(out, model, optimizer, scheduler, record, epoch + 1, step)
-            with open(out / METRICS, "a") as log:
-                log.write(json.dumps(metrics) + "\n")
+            save_run(out, model, optimizer, scheduler, record, epoch + 1, step, metrics)
             if progress:
                 shown = {k: (round(v, 5) if isinstance(v, float) else v)
                          for k, v in metrics.items() if not isinstance(v, list)}
