@@ -292,3 +292,14 @@ def test_fuzzed_generation_options(option, value, files, capsys):
         argv.append("--simulation-resolution=17")
     run_bad(argv, capsys, files["root"])
     np.testing.assert_equal(sorted(os.listdir(files["root"])).count("fuzz.nc"), 0)
+
+
+def test_a_constant_target_field_is_refused(files, capsys, tmp_path):
+    ds = schema.load_dataset(files["darcy"])
+    ds["u"] = ds["u"] * 0.0
+    flat = tmp_path / "flat.nc"
+    schema.save(ds, flat)
+    line = run_bad(["train", "geomano", "--data", flat, "--out", tmp_path / "run",
+                    "--no-progress", "--model-option", "width=8", "--model-option", "depth=1"],
+                   capsys, tmp_path)
+    assert "u (= 0) never change" in line
