@@ -302,11 +302,16 @@ def test_a_corrected_command_after_a_diverged_run_works_with_overwrite(tmp_path)
     assert os.listdir(tmp_path) == ["ns.nc"]
 
 
-def test_overwrite_discards_the_parts_of_a_run_with_another_config(tmp_path):
-    out = tmp_path / "d.nc"
+def fail_in_second_batch(out):
+    """A Darcy run of 4 samples to ``out`` that fails in its second batch (one part saved)."""
     failing = Counting(get_solver("darcy", **DARCY), fail_on=2)
     with pytest.raises(RuntimeError, match="injected"):
         generate(failing.solver, num_samples=4, seed=1, batch_size=2, out=out, progress=False)
+
+
+def test_overwrite_discards_the_parts_of_a_run_with_another_config(tmp_path):
+    out = tmp_path / "d.nc"
+    fail_in_second_batch(out)
     parts = parts_directory(out)
     assert sorted(p.name for p in parts.iterdir()) == ["manifest.json",
                                                        "part-00000000-00000002.nc"]
@@ -322,9 +327,7 @@ def test_overwrite_discards_the_parts_of_a_run_with_another_config(tmp_path):
 
 def test_resume_removes_what_a_killed_part_write_left(tmp_path):
     out = tmp_path / "d.nc"
-    failing = Counting(get_solver("darcy", **DARCY), fail_on=2)
-    with pytest.raises(RuntimeError, match="injected"):
-        generate(failing.solver, num_samples=4, seed=1, batch_size=2, out=out, progress=False)
+    fail_in_second_batch(out)
     stale = parts_directory(out) / f".part-00000002-00000004.tmp-{'0' * 32}.nc"
     stale.write_bytes(b"half a part")
     resumed = Counting(get_solver("darcy", **DARCY))
