@@ -39,6 +39,7 @@ __all__ = [
 #: Modules of the built-in solvers (importing one registers it): a new PDE adds a line here.
 BUILTIN_SOLVERS = (
     "darcy",
+    "kuramoto_sivashinsky",
     "navier_stokes",
 )
 

@@ -1,0 +1,301 @@
+r"""Kuramoto–Sivashinsky on a periodic interval, pseudospectral with ETDRK4.
+
+See ``shared/specs/solvers.md``, section "Kuramoto–Sivashinsky": the Kassam–Trefethen classic
+and the MemNO/SS-NO benchmark law (LPSDA's generator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import Checks, TimeDependentSolver, VariableSpec, register_solver
+from .random_fields import sample_rng
+from .spectral import ETDRK4, QuadraticFlux1D, derivative_wavenumbers, spectral_resample
+
+__all__ = ["KuramotoSivashinsky", "KuramotoSivashinskyConfig", "reference_step"]
+
+INITIAL_CONDITIONS = ("lpsda", "kassam-trefethen")
+#: The three viscosities of the MemNO / SS-NO benchmark (secondary summary of the paper).
+SSNO_VISCOSITIES = (0.075, 0.1, 0.125)
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _whole(numerator: float, denominator: float, what: str) -> int:
+    ratio = numerator / denominator
+    count = round(ratio)
+    if count < 1 or abs(ratio - count) > 1e-9 * max(1.0, ratio):
+        raise ValueError(f"{what}: {numerator!r} is not a whole multiple of {denominator!r}")
+    return int(count)
+
+
+@dataclasses.dataclass(frozen=True)
+class KuramotoSivashinskyConfig:
+    """Configuration of :class:`KuramotoSivashinsky` (non-dimensional).
+
+    Parameters
+    ----------
+    resolution : int
+        Stored grid points (the dataset's ``x``); must divide ``simulation_resolution``
+        (frames are strided, as the benchmark's 512 → 128, 64, 32 downsamples are).
+    simulation_resolution : int
+        Grid points N of the pseudospectral simulation (even).
+    domain_length : float
+        Period L of the domain; the grid is x_j = L j / N (the right end is excluded).
+    viscosity : float or (float, float)
+        ν, the coefficient of u_xxxx; a pair ``(low, high)`` draws ν ~ U[low, high] per sample.
+    final_time : float
+        Simulated time T; ``final_time / record_interval + 1`` frames are stored.
+    record_interval : float
+        Time between stored frames; one Stepper ``step`` advances this much.
+    time_step : float
+        ETDRK4 step h; must divide ``record_interval``.
+    initial_condition : {"lpsda", "kassam-trefethen"}
+        ``lpsda``: u0 = Σ_{k=1}^{10} A_k sin(2π l_k x / L + φ_k), A ~ U[−½, ½), φ ~ U[0, 2π),
+        l ~ randint(1, lmax) (MemNO/SS-NO). ``kassam-trefethen``: u0 = cos(x/16)(1 + sin(x/16))
+        (the same for every sample).
+    lmax : int
+        Exclusive upper bound of the random wavenumbers l of the ``lpsda`` law.
+    dealias : bool
+        Apply the 2/3 rule to the nonlinear term.
+    """
+
+    resolution: int = 128
+    simulation_resolution: int = 512
+    domain_length: float = 64.0
+    viscosity: float | tuple[float, float] = 0.1
+    final_time: float = 5.0
+    record_interval: float = 0.1
+    time_step: float = 0.01
+    initial_condition: str = "lpsda"
+    lmax: int = 8
+    dealias: bool = True
+
+    def __post_init__(self) -> None:
+        n = self.simulation_resolution
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 4 or n % 2 \
+                or n > 2 ** 20:
+            raise ValueError(f"simulation_resolution must be an even integer in 4..2**20, got "
+                             f"{n!r}")
+        r = self.resolution
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 2 or n % r:
+            divisors = [d for d in range(n, 1, -1) if n % d == 0][:8]
+            raise ValueError(f"stored resolution {r!r} must divide the simulation resolution "
+                             f"{n} (frames are strided); choose one of {divisors}")
+        nus = self.viscosity if isinstance(self.viscosity, tuple) else (self.viscosity,)
+        if len(nus) not in (1, 2):
+            raise ValueError(f"viscosity must be a number or a (low, high) pair, got "
+                             f"{self.viscosity!r}")
+        for nu in nus:
+            _positive("viscosity", nu)
+        if len(nus) == 2 and nus[0] > nus[1]:
+            raise ValueError(f"viscosity range must be (low, high), got {self.viscosity!r}")
+        for name in ("domain_length", "final_time", "record_interval", "time_step"):
+            _positive(name, getattr(self, name))
+        if self.initial_condition not in INITIAL_CONDITIONS:
+            raise ValueError(f"unknown initial_condition {self.initial_condition!r}; choose "
+                             f"one of {INITIAL_CONDITIONS}")
+        if isinstance(self.lmax, bool) or not isinstance(self.lmax, int) or self.lmax < 2:
+            raise ValueError(f"lmax must be an integer >= 2, got {self.lmax!r}")
+        _whole(self.final_time, self.record_interval,
+               "final_time must be a whole number of record intervals")
+        _whole(self.record_interval, self.time_step,
+               "record_interval must be a whole number of time steps")
+
+    @property
+    def random_viscosity(self) -> bool:
+        return isinstance(self.viscosity, tuple)
+
+
+def _linear(n: int, length: float, viscosity: np.ndarray) -> np.ndarray:
+    """L = k² − ν k⁴ per rfft mode (and per sample): ``[batch, n // 2 + 1]``."""
+    k = 2 * np.pi / length * derivative_wavenumbers(n, real=True)
+    return k[None, :] ** 2 - np.asarray(viscosity, dtype=np.float64)[:, None] * k[None, :] ** 4
+
+
+def reference_step(u: np.ndarray, viscosity: float, length: float, h: float,
+                   dealias: bool = True) -> np.ndarray:
+    """One ETDRK4 step in plain NumPy (``numpy.fft``, the textbook formulas of Kassam &
+    Trefethen's ``kursiv.m`` with the contour coefficients): the test oracle.
+
+    ``u`` is ``[batch, n]`` on the grid; returns u after time ``h``.
+    """
+    from .spectral import dealias_mask, etdrk4_coefficients
+
+    n = u.shape[-1]
+    k = 2 * np.pi / length * np.fft.rfftfreq(n, 1.0 / n)
+    k[-1] = 0.0  # the Nyquist mode has no derivative (as derivative_wavenumbers)
+    c = etdrk4_coefficients(k ** 2 - viscosity * k ** 4, h)
+    mask = dealias_mask(n, ndim=1) if dealias else 1.0
+    g = -0.5j * k * mask
+
+    def nonlinear(v):
+        return g * np.fft.rfft(np.fft.irfft(v, n) ** 2)
+
+    v = np.fft.rfft(u)
+    nv = nonlinear(v)
+    a = c["E2"] * v + c["Q"] * nv
+    na = nonlinear(a)
+    b = c["E2"] * v + c["Q"] * na
+    nb = nonlinear(b)
+    cc = c["E2"] * a + c["Q"] * (2 * nb - nv)
+    nc = nonlinear(cc)
+    v = c["E"] * v + nv * c["f1"] + 2 * (na + nb) * c["f2"] + nc * c["f3"]
+    return np.fft.irfft(v, n)
+
+
+@register_solver("kuramoto-sivashinsky")
+class KuramotoSivashinsky(TimeDependentSolver):
+    r"""Kuramoto–Sivashinsky: chaotic, stiff, fourth order.
+
+    .. math:: u_t + u u_x + u_{xx} + \nu u_{xxxx} = 0 \quad \text{on } [0, L) \text{, periodic.}
+
+    Fields: ``u`` (non-dimensional). Pseudospectral in space (real FFTs, optional 2/3
+    dealiasing of u u_x = (u²/2)_x); ETDRK4 in time (Cox & Matthews) with the Kassam–Trefethen
+    contour-integral coefficients (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`).
+
+    Conventions: the grid x_j = L j / N does **not** include the right end point; states are
+    ``[batch, 1, x]``. The linear part L = k² − ν k⁴ is integrated exactly, so the step is
+    limited by accuracy, not stability of the stiff part: h = 1/4 is the classic choice at
+    N = 128, L = 32π; the benchmark presets use h = 0.01 at N = 512, L = 64.
+
+    Good values: ν ∈ [0.075, 0.125] with L = 64 (MemNO/SS-NO), ν = 1 with L = 32π (Kassam &
+    Trefethen). The spatial mean of u is conserved exactly (the k = 0 mode is untouched).
+    KS is chaotic: trajectories from nearby states separate, so compare runs only up to
+    t ≈ 60 at ν = 1, L = 32π.
+
+    References
+    ----------
+    Kassam & Trefethen, SIAM J. Sci. Comput. 26 (2005) 1214–1233.
+    Buitrago Ruiz et al., MemNO (2024); Koren & Lanthaler, SS-NO (2025): the benchmark law.
+
+    Example
+    -------
+    >>> ks = KuramotoSivashinsky(resolution=64, simulation_resolution=128, final_time=0.2)
+    >>> ks.solve_batch(ks.sample_inputs(seed=0, indices=[0]))["u"].shape
+    (1, 3, 64)
+    """
+
+    Config = KuramotoSivashinskyConfig
+    fields = ("u",)
+    field_units = {"u": ("u", "1")}
+    parameter_names = ("viscosity",)
+    checks = Checks(conserved=("u",), growth_bound=4.0)
+    title = "Kuramoto-Sivashinsky u_t + u u_x + u_xx + nu u_xxxx = 0, periodic"
+    references = ("Kassam & Trefethen, SIAM J. Sci. Comput. 26 (2005); MemNO and SS-NO KS "
+                  "benchmark (LPSDA generator)")
+    PRESETS = {
+        "kassam-trefethen": dict(domain_length=32 * np.pi, simulation_resolution=128,
+                                 resolution=128, viscosity=1.0, time_step=0.25,
+                                 record_interval=1.0, final_time=150.0,
+                                 initial_condition="kassam-trefethen", dealias=False),
+        "lpsda": dict(domain_length=64.0, simulation_resolution=512, resolution=128,
+                      viscosity=0.1, time_step=0.01, record_interval=0.1, final_time=5.0,
+                      initial_condition="lpsda", lmax=8),
+        **{f"lpsda-nu{nu:g}": dict(domain_length=64.0, simulation_resolution=512,
+                                   resolution=128, viscosity=nu, time_step=0.01,
+                                   record_interval=0.1, final_time=5.0,
+                                   initial_condition="lpsda", lmax=8)
+           for nu in SSNO_VISCOSITIES},
+    }
+    TINY = dict(resolution=32, simulation_resolution=32, domain_length=22.0,
+                viscosity=(0.9, 1.1), final_time=0.5, record_interval=0.25, time_step=0.05)
+
+    def __init__(self, *, fft_backend: str = "pyfftw", **config: Any) -> None:
+        super().__init__(**config)
+        self.fft_backend = fft_backend
+
+    @property
+    def domain_length(self) -> float:  # the coordinates' extent
+        return float(self.config.domain_length)
+
+    @property
+    def grid(self) -> tuple[int]:
+        return (self.config.resolution,)
+
+    @property
+    def simulation_grid(self) -> tuple[int]:
+        return (self.config.simulation_resolution,)
+
+    # -- parameters and initial states ---------------------------------------------------------
+    def parameter_specs(self) -> dict[str, tuple[int, ...]]:
+        return {"viscosity": ()}
+
+    def default_parameter(self, name: str) -> Any:
+        return None if self.config.random_viscosity else float(self.config.viscosity)
+
+    def check_parameters(self, parameters: Mapping[str, np.ndarray]) -> None:
+        if not np.all(parameters["viscosity"] > 0):
+            raise ValueError(f"viscosity must be positive, got {parameters['viscosity']}")
+
+    def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """ν per sample: ν ~ U[low, high] from stream 1 when a range was given."""
+        cfg = self.config
+        if not cfg.random_viscosity:
+            return {"viscosity": np.full(len(indices), float(cfg.viscosity))}
+        return {"viscosity": np.array([sample_rng(seed, i, stream=1).uniform(*cfg.viscosity)
+                                       for i in indices])}
+
+    def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
+        """u0 ``[batch, 1, N]`` (stream 0 of each sample: A_k, φ_k, l_k in that order)."""
+        cfg = self.config
+        n, length = cfg.simulation_resolution, cfg.domain_length
+        x = length * np.arange(n) / n
+        if cfg.initial_condition == "kassam-trefethen":
+            u0 = np.cos(x / 16) * (1 + np.sin(x / 16))
+            return np.broadcast_to(u0, (len(indices), 1, n)).copy()
+        out = np.empty((len(indices), 1, n))
+        for row, index in enumerate(indices):
+            rng = sample_rng(seed, index, stream=0)
+            amplitude = rng.uniform(-0.5, 0.5, size=10)
+            phase = rng.uniform(0.0, 2 * np.pi, size=10)
+            wavenumber = rng.integers(1, cfg.lmax, size=10)
+            out[row, 0] = np.sum(amplitude[:, None] * np.sin(
+                2 * np.pi * wavenumber[:, None] * x[None, :] / length + phase[:, None]), axis=0)
+        return out
+
+    # -- simulation ------------------------------------------------------------------------
+    def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
+        """States on any even grid → the simulation grid, by spectral interpolation."""
+        return spectral_resample(frames[:, 0], self.config.simulation_resolution,
+                                 ndim=1)[:, None]
+
+    def start(self, initial: np.ndarray, parameters: Mapping[str, np.ndarray]):
+        cfg = self.config
+        batch, n = initial.shape[0], cfg.simulation_resolution
+        flux = QuadraticFlux1D(n, cfg.domain_length, batch=batch, dealias=cfg.dealias,
+                               backend=self.fft_backend)
+        stepper = ETDRK4(_linear(n, cfg.domain_length, parameters["viscosity"]),
+                         cfg.time_step, flux, batch=batch)
+        flux.fft.real[...] = initial[:, 0]
+        v_hat = flux.fft.forward().copy()
+        steps = _whole(cfg.record_interval, cfg.time_step, "record_interval")
+        return {"v": v_hat, "stepper": stepper, "flux": flux, "steps": steps}
+
+    def advance(self, state, time: float) -> None:
+        for _ in range(state["steps"]):
+            state["stepper"].step(state["v"])
+
+    def observe(self, state) -> np.ndarray:
+        return state["flux"].physical(state["v"])[:, None]
+
+    def divergence_hint(self) -> str:
+        return (f"time_step {self.config.time_step:g} is too large for this flow: reduce it, or "
+                "raise the resolution")
+
+    # -- dataset ---------------------------------------------------------------------------
+    def extra_variables(self) -> dict[str, VariableSpec]:
+        return {"viscosity": VariableSpec((), "coefficient of u_xxxx", "1", role="parameter")}
+
+    def extra_outputs(self, inputs: Mapping[str, np.ndarray],
+                      times: np.ndarray) -> dict[str, np.ndarray]:
+        return {"viscosity": np.asarray(inputs["viscosity"], dtype=np.float64)}
