@@ -17,13 +17,19 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
                  "rollout.nc"):
         with data.open_dataset(tmp_path / name) as ds:  # each validates against the schema
             assert ds.sizes["sample"] > 0
-    for name in ("navier_stokes_vorticity.png", "rollout.png"):
+    with data.open_dataset(tmp_path / "kuramoto_sivashinsky.nc") as ds:
+        assert ds.u.dims == ("sample", "time", "x") and ds.u.shape == (6, 11, 32)
+    with data.open_dataset(tmp_path / "ks_rollout.nc") as ds:
+        assert ds.u.dims == ("sample", "time", "x")
+    for name in ("navier_stokes_vorticity.png", "rollout.png", "kuramoto_sivashinsky.png",
+                 "ks_rollout.png"):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     for run in ("darcy-geomano", "darcy-fno", "navier-stokes-geomano", "navier-stokes-fno"):
         assert (tmp_path / "runs" / run / "weights.safetensors").exists()
     summary = (tmp_path / "summary.md").read_text()
     assert "darcy warm start" in summary and "rollout: adaptive" in summary
+    assert "ks rollout: surrogate:4,solver:1" in summary
     assert result["summary"] in summary
 
 
@@ -53,3 +59,14 @@ def test_hybrid_rollout_example(tmp_path):
     assert result["result"].source == ["surrogate", "surrogate", "solver"] * 2
     with data.open_dataset(result["path"]) as ds:
         assert list(ds.source.values) == [1, 1, 0, 1, 1, 0]
+
+
+def test_kuramoto_sivashinsky_example(tmp_path):
+    from examples import kuramoto_sivashinsky
+
+    result = kuramoto_sivashinsky.main(["--out", str(tmp_path), "--tiny"])
+    assert {r["schedule"] for r in result["rollout"]} == {"solver", "surrogate",
+                                                         "surrogate:4,solver:1"}
+    solver_only = next(r for r in result["rollout"] if r["schedule"] == "solver")
+    assert solver_only["final_rel_l2"] == 0.0  # the solver alone is the reference
+    assert (tmp_path / "ks_rollout.png").read_bytes()[:4] == b"\x89PNG"
