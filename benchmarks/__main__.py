@@ -64,6 +64,28 @@ def table() -> str:
                              f"{row['cpu_seconds'] * 1e3:.0f} ms, {memory['cpu']:.0f} MiB",
                              f"{row['loop_seconds']:.2f} s, {memory['loop']:.0f} MiB "
                              "(PyTorch loop)", f"**{row['speedup']:.0f}x**", _when(scan)))
+    ks = _load("ks")
+    if ks:
+        r = ks["radau_comparison"]
+        chosen = next((row for row in r["ssmpde_sweep"]
+                       if row["time_step"] == r["chosen_time_step"]), None)
+        if chosen:
+            rows.append((f"KS lpsda trajectory (N {r['resolution']}, T {r['final_time']:g}) at "
+                         f"equal-or-better error, rel. L2 {chosen['rel_l2_error_max']:.0e} vs "
+                         f"{r['radau']['rel_l2_error_max']:.0e}",
+                         f"{chosen['seconds_per_trajectory']:.2f} s (ETDRK4, h = "
+                         f"{chosen['time_step']:g})",
+                         f"{r['radau']['seconds_per_trajectory']:.1f} s (SciPy Radau, tol "
+                         f"{r['radau_tol']:g}, as LPSDA)",
+                         f"**{r['speedup_at_equal_or_better_error']:.0f}x**", _when(ks)))
+        e = ks["exponax_comparison"]
+        if "skipped" not in e:
+            s = e["seconds_per_step"]
+            rows.append((f"KS ETDRK4 step, N {e['resolution']}, batch {e['batch']}, float64",
+                         f"{s['ssmpde'] * 1e3:.2f} ms",
+                         f"{min(s['exponax_scan'], s['exponax_calls']) * 1e3:.2f} ms (Exponax "
+                         f"{e['versions']['exponax']}, JAX CPU)",
+                         f"**{e['speedup_vs_exponax']:.1f}x**", _when(ks)))
     geomano = _load("geomano")
     if geomano:
         rows.append(("GeoMaNO darcy preset, train step, batch 4 at 85²",

@@ -399,7 +399,11 @@ class ETDRK4:
 
     def __init__(self, linear: np.ndarray, h: float, nonlinear, *, batch: int) -> None:
         linear = np.atleast_2d(np.asarray(linear, dtype=np.float64))
-        coefficients = etdrk4_coefficients(linear, h)
+        # One contour evaluation per distinct operator (a batch usually shares its ν).
+        rows, inverse = np.unique(linear, axis=0, return_inverse=True)
+        coefficients = {k: v[inverse.reshape(-1)] if len(rows) < len(linear) else v
+                        for k, v in etdrk4_coefficients(rows if len(rows) < len(linear)
+                                                        else linear, h).items()}
         # Complex coefficient arrays: the kernels then multiply complex by complex only.
         self.c = {k: np.ascontiguousarray(v, dtype=np.complex128)
                   for k, v in coefficients.items()}
