@@ -49,6 +49,13 @@ def _parse_value(text: str, annotation: Any) -> Any:
         else (annotation,)
     if text.lower() == "none" and type(None) in options:
         return None
+    if bool in options:
+        lowered = text.strip().lower()
+        if lowered in ("true", "yes", "1", "on"):
+            return True
+        if lowered in ("false", "no", "0", "off"):
+            return False
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     if any(typing.get_origin(o) is tuple for o in options) and ":" in text:
         low, high = text.split(":", 1)
         return (float(low), float(high))

@@ -38,6 +38,7 @@ __all__ = [
 
 #: Modules of the built-in solvers (importing one registers it): a new PDE adds a line here.
 BUILTIN_SOLVERS = (
+    "burgers",
     "darcy",
     "kuramoto_sivashinsky",
     "navier_stokes",

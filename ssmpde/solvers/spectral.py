@@ -399,11 +399,14 @@ class ETDRK4:
 
     def __init__(self, linear: np.ndarray, h: float, nonlinear, *, batch: int) -> None:
         linear = np.atleast_2d(np.asarray(linear, dtype=np.float64))
-        # One contour evaluation per distinct operator (a batch usually shares its ν).
+        # One contour evaluation per distinct operator (a batch usually shares its ν), each
+        # on its own: NumPy's complex products round differently in arrays of different
+        # sizes, and sample i must not depend on its batch.
         rows, inverse = np.unique(linear, axis=0, return_inverse=True)
-        coefficients = {k: v[inverse.reshape(-1)] if len(rows) < len(linear) else v
-                        for k, v in etdrk4_coefficients(rows if len(rows) < len(linear)
-                                                        else linear, h).items()}
+        with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
+            each = [etdrk4_coefficients(row[None], h) for row in rows]
+        coefficients = {k: np.concatenate([c[k] for c in each])[inverse.reshape(-1)]
+                        for k in each[0]}
         # Complex coefficient arrays: the kernels then multiply complex by complex only.
         self.c = {k: np.ascontiguousarray(v, dtype=np.complex128)
                   for k, v in coefficients.items()}
