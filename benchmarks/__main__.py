@@ -86,6 +86,16 @@ def table() -> str:
                          f"{min(s['exponax_scan'], s['exponax_calls']) * 1e3:.2f} ms (Exponax "
                          f"{e['versions']['exponax']}, JAX CPU)",
                          f"**{e['speedup_vs_exponax']:.1f}x**", _when(ks)))
+    burgers = _load("burgers")
+    if burgers:
+        t, e = burgers["seconds_per_trajectory"], burgers["relative_error_vs_fine"]
+        rows.append((f"Burgers trajectory (N {burgers['resolution']}, ν {burgers['viscosity']:g}, "
+                     f"T {burgers['final_time']:g}), batch {burgers['samples']}",
+                     f"{t['ssmpde_batched'] * 1e3:.0f} ms (ETDRK4, rel. L2 {e['ssmpde']:.0e})",
+                     f"{t['scipy_radau']:.1f} s (SciPy Radau, tol "
+                     f"{burgers['scipy_tolerance']:g}, rel. L2 {e['scipy_radau']:.0e}; "
+                     "tol 10x looser is slower and less accurate than ssmpde)",
+                     f"**{burgers['speedup_vs_scipy']:.0f}x**", _when(burgers)))
     geomano = _load("geomano")
     if geomano:
         rows.append(("GeoMaNO darcy preset, train step, batch 4 at 85²",
