@@ -34,6 +34,7 @@ __all__ = [
     "get_solver_class",
     "list_solvers",
     "register_solver",
+    "whole_multiple",
 ]
 
 #: Modules of the built-in solvers (importing one registers it): a new PDE adds a line here.
@@ -49,6 +50,16 @@ _SOLVERS: Registry[Solver] = Registry("equation", __package__, BUILTIN_SOLVERS)
 
 class SolverDivergedError(FloatingPointError):
     """The solution became non-finite: the time step is too large for the flow."""
+
+
+def whole_multiple(numerator: float, denominator: float, what: str) -> int:
+    """``numerator / denominator`` when it is a whole number >= 1 (to 1e-9 relative);
+    ValueError starting with ``what`` otherwise (record intervals and time steps)."""
+    ratio = numerator / denominator
+    count = round(ratio)
+    if count < 1 or abs(ratio - count) > 1e-9 * max(1.0, ratio):
+        raise ValueError(f"{what}: {numerator!r} is not a whole multiple of {denominator!r}")
+    return int(count)
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import data
-from .base import Checks, TimeDependentSolver, VariableSpec, register_solver
+from .base import Checks, TimeDependentSolver, VariableSpec, register_solver, whole_multiple
 from .random_fields import PeriodicGRF, sample_rng
 from .spectral import (
     ETDRK4,
@@ -42,14 +42,6 @@ def _is_even_positive_int(value: Any) -> bool:
 def _positive_finite(value: Any) -> bool:
     return isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) \
         and math.isfinite(value) and value > 0
-
-
-def _check_ratio(numerator: float, denominator: float, what: str) -> int:
-    ratio = numerator / denominator
-    count = round(ratio)
-    if count < 1 or abs(ratio - count) > 1e-9 * max(1.0, ratio):
-        raise ValueError(f"{what}: {numerator!r} is not a whole multiple of {denominator!r}")
-    return int(count)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,14 +116,14 @@ class BurgersConfig:
             value = getattr(self, name)
             if not _positive_finite(value):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        _check_ratio(self.final_time, self.record_interval,
+        whole_multiple(self.final_time, self.record_interval,
                      "final_time must be a whole number of record intervals")
-        _check_ratio(self.record_interval, self.time_step,
+        whole_multiple(self.record_interval, self.time_step,
                      "record_interval must be a whole number of time steps")
 
     @property
     def steps_per_record(self) -> int:
-        return _check_ratio(self.record_interval, self.time_step, "record_interval")
+        return whole_multiple(self.record_interval, self.time_step, "record_interval")
 
     @property
     def random_viscosity(self) -> bool:

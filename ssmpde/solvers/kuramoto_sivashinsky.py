@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Checks, TimeDependentSolver, VariableSpec, register_solver
+from .base import Checks, TimeDependentSolver, VariableSpec, register_solver, whole_multiple
 from .random_fields import sample_rng
 from .spectral import ETDRK4, QuadraticFlux1D, derivative_wavenumbers, spectral_resample
 
@@ -28,14 +28,6 @@ def _positive(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _whole(numerator: float, denominator: float, what: str) -> int:
-    ratio = numerator / denominator
-    count = round(ratio)
-    if count < 1 or abs(ratio - count) > 1e-9 * max(1.0, ratio):
-        raise ValueError(f"{what}: {numerator!r} is not a whole multiple of {denominator!r}")
-    return int(count)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +98,9 @@ class KuramotoSivashinskyConfig:
                              f"one of {INITIAL_CONDITIONS}")
         if isinstance(self.lmax, bool) or not isinstance(self.lmax, int) or self.lmax < 2:
             raise ValueError(f"lmax must be an integer >= 2, got {self.lmax!r}")
-        _whole(self.final_time, self.record_interval,
+        whole_multiple(self.final_time, self.record_interval,
                "final_time must be a whole number of record intervals")
-        _whole(self.record_interval, self.time_step,
+        whole_multiple(self.record_interval, self.time_step,
                "record_interval must be a whole number of time steps")
 
     @property
@@ -278,7 +270,7 @@ class KuramotoSivashinsky(TimeDependentSolver):
                          cfg.time_step, flux, batch=batch)
         flux.fft.real[...] = initial[:, 0]
         v_hat = flux.fft.forward().copy()
-        steps = _whole(cfg.record_interval, cfg.time_step, "record_interval")
+        steps = whole_multiple(cfg.record_interval, cfg.time_step, "record_interval")
         return {"v": v_hat, "stepper": stepper, "flux": flux, "steps": steps}
 
     def advance(self, state, time: float) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from .. import data
-from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec,
+from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, whole_multiple,
                    register_solver)
 from .random_fields import PeriodicGRF, sample_rng
 from .spectral import (RealFFT, dealias_mask, default_threads, derivative_wavenumbers,
@@ -50,14 +50,6 @@ _RK3_NODES = (0.0, 8.0 / 15.0, 2.0 / 3.0)  # stage start times, in units of the 
 def _is_even_positive_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
         and value >= 2 and value % 2 == 0
-
-
-def _check_ratio(numerator: float, denominator: float, what: str) -> int:
-    ratio = numerator / denominator
-    count = round(ratio)
-    if count < 1 or abs(ratio - count) > 1e-9 * max(1.0, ratio):
-        raise ValueError(f"{what}: {numerator!r} is not a whole multiple of {denominator!r}")
-    return int(count)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,10 +144,10 @@ class NavierStokesConfig:
             if value is not None and not (isinstance(value, (int, float))
                                           and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        _check_ratio(self.final_time, self.record_interval,
+        whole_multiple(self.final_time, self.record_interval,
                      "final_time must be a whole number of record intervals")
         if self.time_stepping == "faithful":
-            _check_ratio(self.record_interval, self.effective_time_step,
+            whole_multiple(self.record_interval, self.effective_time_step,
                          "record_interval must be a whole number of time steps")
 
     @property
@@ -172,7 +164,7 @@ class NavierStokesConfig:
 
     @property
     def num_records(self) -> int:
-        return _check_ratio(self.final_time, self.record_interval, "final_time")
+        return whole_multiple(self.final_time, self.record_interval, "final_time")
 
     @property
     def random_viscosity(self) -> bool:
@@ -654,7 +646,7 @@ class NavierStokes2D(TimeDependentSolver):
         interval = cfg.record_interval
         batch = engine.batch
         if cfg.time_stepping == "faithful":
-            steps = np.full(batch, _check_ratio(interval, cfg.effective_time_step, "interval"))
+            steps = np.full(batch, whole_multiple(interval, cfg.effective_time_step, "interval"))
         else:
             speed = engine.max_speed()
             with np.errstate(divide="ignore"):
