@@ -422,20 +422,37 @@ class TimeDependentSolver(Solver):
     def observe(self, state: Any) -> np.ndarray:
         """The physical fields of ``state``: a new array ``[batch, field, *simulation_grid]``."""
 
+    #: Positive scalar parameters whose config field is a number or a ``(low, high)`` range
+    #: drawn per sample (``viscosity``); the default hooks below handle them.
+    ranged_parameters: ClassVar[tuple[str, ...]] = ()
+
     def parameter_specs(self) -> dict[str, tuple[int, ...]]:
         """Per-sample parameters of this configuration: name → shape of one sample's value."""
-        return {}
+        return {name: () for name in self.ranged_parameters}
 
     def default_parameter(self, name: str) -> Any:
         """The value of ``name`` when none is given, or None if it is drawn per sample."""
-        return None
+        value = getattr(self.config, name, None)
+        return None if value is None or isinstance(value, tuple) else float(value)
 
     def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        """Per-sample parameters ``[batch, ...]`` (from stream 1 of each sample's generator)."""
-        return {}
+        """Per-sample parameters ``[batch, ...]``: the ranged ones drawn U[low, high] from
+        stream 1 of each sample's generator, in the order of :attr:`ranged_parameters`."""
+        from .random_fields import sample_rng
+
+        out = {name: np.empty(len(indices)) for name in self.ranged_parameters}
+        for row, index in enumerate(indices):
+            rng = sample_rng(seed, index, stream=1)
+            for name in self.ranged_parameters:
+                value = getattr(self.config, name)
+                out[name][row] = rng.uniform(*value) if isinstance(value, tuple) else value
+        return out
 
     def check_parameters(self, parameters: Mapping[str, np.ndarray]) -> None:
         """Raise ValueError for physically invalid resolved parameters (e.g. ν <= 0)."""
+        for name in self.ranged_parameters:
+            if not np.all(parameters[name] > 0):
+                raise ValueError(f"{name} must be positive and finite, got {parameters[name]}")
 
     def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
         """``[batch, field, *grid]`` on another grid → the simulation grid (default: refuse)."""

@@ -247,6 +247,7 @@ class Burgers1D(TimeDependentSolver):
     fields = ("u",)
     field_units = {"u": ("velocity", "1")}
     parameter_names = ("viscosity",)
+    ranged_parameters = ("viscosity",)
     #: The flux is a divergence: the spatial mean of u is conserved.
     checks = Checks(conserved=("u",))
     title = "1D viscous Burgers equation on the periodic unit interval"
@@ -277,29 +278,6 @@ class Burgers1D(TimeDependentSolver):
         return (self.config.simulation_resolution,)
 
     # -- per-sample inputs -----------------------------------------------------------------
-    def parameter_specs(self) -> dict[str, tuple[int, ...]]:
-        return {"viscosity": ()}
-
-    def default_parameter(self, name: str) -> Any:
-        cfg = self.config
-        if name == "viscosity" and not cfg.random_viscosity:
-            return float(cfg.viscosity)
-        return None
-
-    def check_parameters(self, parameters: Mapping[str, np.ndarray]) -> None:
-        viscosity = parameters["viscosity"]
-        if not np.all(viscosity > 0):
-            raise ValueError(f"viscosity must be positive and finite, got {viscosity}")
-
-    def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        """ν per sample: U[low, high] from stream 1 of each sample's generator for a range."""
-        cfg = self.config
-        viscosity = np.empty(len(indices))
-        for row, index in enumerate(indices):
-            viscosity[row] = sample_rng(seed, index, stream=1).uniform(*cfg.viscosity) \
-                if cfg.random_viscosity else cfg.viscosity
-        return {"viscosity": viscosity}
-
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
         """Initial u ``[batch, 1, N]`` at the simulation resolution (stream 0)."""
         cfg = self.config

@@ -181,6 +181,7 @@ class KuramotoSivashinsky(TimeDependentSolver):
     fields = ("u",)
     field_units = {"u": ("u", "1")}
     parameter_names = ("viscosity",)
+    ranged_parameters = ("viscosity",)
     checks = Checks(conserved=("u",), growth_bound=4.0)
     title = "Kuramoto-Sivashinsky u_t + u u_x + u_xx + nu u_xxxx = 0, periodic"
     references = ("Kassam & Trefethen, SIAM J. Sci. Comput. 26 (2005); MemNO and SS-NO KS "
@@ -219,24 +220,6 @@ class KuramotoSivashinsky(TimeDependentSolver):
         return (self.config.simulation_resolution,)
 
     # -- parameters and initial states ---------------------------------------------------------
-    def parameter_specs(self) -> dict[str, tuple[int, ...]]:
-        return {"viscosity": ()}
-
-    def default_parameter(self, name: str) -> Any:
-        return None if self.config.random_viscosity else float(self.config.viscosity)
-
-    def check_parameters(self, parameters: Mapping[str, np.ndarray]) -> None:
-        if not np.all(parameters["viscosity"] > 0):
-            raise ValueError(f"viscosity must be positive, got {parameters['viscosity']}")
-
-    def sample_parameters(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        """ν per sample: ν ~ U[low, high] from stream 1 when a range was given."""
-        cfg = self.config
-        if not cfg.random_viscosity:
-            return {"viscosity": np.full(len(indices), float(cfg.viscosity))}
-        return {"viscosity": np.array([sample_rng(seed, i, stream=1).uniform(*cfg.viscosity)
-                                       for i in indices])}
-
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
         """u0 ``[batch, 1, N]`` (stream 0 of each sample: A_k, φ_k, l_k in that order)."""
         cfg = self.config
