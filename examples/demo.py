@@ -83,7 +83,8 @@ def main(argv=None) -> dict:
             seconds = time.perf_counter() - t0
             test = _held_out(path, train_options["num_test"],
                              out / f"{task}_test.nc")
-            result = evaluate(run, test, out=out / f"predictions_{task}_{name}.nc")
+            result = evaluate(run, test, out=out / f"predictions_{task}_{name}.nc",
+                              overwrite=True)
             rows.append((f"{task}: {name}", f"test rel. L2 {result['rel_l2']:.4f}",
                          f"{metrics['epoch']} epochs in {seconds:.0f} s"))
 
@@ -93,7 +94,7 @@ def main(argv=None) -> dict:
     table = run_rollout(out / "runs" / "navier-stokes-geomano", steps=steps,
                         schedules=["surrogate:2,solver:1", "adaptive"], data=ns_path,
                         samples=f"{first_test}:{ns_samples}", out=out / "rollout.nc",
-                        plot=out / "rollout.png")
+                        plot=out / "rollout.png", overwrite=True)
     for r in table:
         rows.append((f"rollout: {r['schedule']}", f"final rel. L2 {r['final_rel_l2']:.3g}",
                      f"{r['seconds']:.2f} s ({r['solver']} solver, {r['surrogate']} "
@@ -143,7 +144,8 @@ def _kuramoto_sivashinsky(out: Path, tiny: bool, progress: bool, cap: float) -> 
                     time_limit=cap)
     table = run_rollout(run, steps=4 if tiny else 40, schedules=["surrogate:4,solver:1"],
                         data=path, samples=f"{samples - num_test}:{samples}",
-                        out=out / "ks_rollout.nc", plot=out / "ks_rollout.png")
+                        out=out / "ks_rollout.nc", plot=out / "ks_rollout.png",
+                        overwrite=True)
     rows = [("ks: geomano 1d", f"test rel. L2 {metrics.get('test_rel_l2', float('nan')):.4f} "
              "(4 frames in, rolled out)",
              f"{metrics['epoch']} epochs; {time.perf_counter() - started:.0f} s with data")]

@@ -41,7 +41,7 @@ def main(argv=None) -> dict:
     # The run directory is the checkpoint: config.json + weights.safetensors, no pickles.
     model, record = load_checkpoint(run)
     print(f"{record['model']} with {sum(p.numel() for p in model.parameters()):,} parameters")
-    result = evaluate(run, data, out=args.out / "darcy_predictions.nc")
+    result = evaluate(run, data, out=args.out / "darcy_predictions.nc", overwrite=True)
     print(f"relative L2 over all {len(result['rel_l2_per_sample'])} samples: "
           f"{result['rel_l2']:.4f}")
     return {"run": run, "metrics": metrics, "evaluation": result}
