@@ -147,7 +147,7 @@ def _kuramoto_sivashinsky(out: Path, tiny: bool, progress: bool, cap: float) -> 
                         out=out / "ks_rollout.nc", plot=out / "ks_rollout.png",
                         overwrite=True)
     rows = [("ks: geomano 1d", f"test rel. L2 {metrics.get('test_rel_l2', float('nan')):.4f} "
-             "(4 frames in, rolled out)",
+             "(one step from 4 frames)",
              f"{metrics['epoch']} epochs; {time.perf_counter() - started:.0f} s with data")]
     rows += [(f"ks rollout: {r['schedule']}", f"final rel. L2 {r['final_rel_l2']:.3g}",
               f"{r['seconds']:.2f} s") for r in table]
