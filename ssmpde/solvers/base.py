@@ -30,9 +30,12 @@ __all__ = [
     "Stepper",
     "TimeDependentSolver",
     "VariableSpec",
+    "check_ranged",
+    "check_strided_grid",
     "get_solver",
     "get_solver_class",
     "list_solvers",
+    "positive_finite",
     "register_solver",
     "whole_multiple",
 ]
@@ -50,6 +53,39 @@ _SOLVERS: Registry[Solver] = Registry("equation", __package__, BUILTIN_SOLVERS)
 
 class SolverDivergedError(FloatingPointError):
     """The solution became non-finite: the time step is too large for the flow."""
+
+
+def positive_finite(value: Any) -> bool:
+    """A real number (not a bool) that is finite and > 0."""
+    return isinstance(value, (int, float, np.integer, np.floating)) \
+        and not isinstance(value, (bool, np.bool_)) and math.isfinite(value) and value > 0
+
+
+def check_ranged(name: str, value: Any) -> None:
+    """A config value that is a positive number or a ``(low, high)`` range drawn per sample."""
+    values = value if isinstance(value, tuple) else (value,)
+    if len(values) not in (1, 2) or not all(positive_finite(v) for v in values):
+        raise ValueError(f"{name} must be a positive finite number or a (low, high) pair of "
+                         f"them, got {value!r}")
+    if len(values) == 2 and values[0] > values[1]:
+        raise ValueError(f"{name} range must be (low, high), got {value!r}")
+
+
+def check_strided_grid(resolution: Any, simulation_resolution: Any, maximum: int) -> None:
+    """Even grid sizes, the stored one an even divisor of the simulated one (frames strided)."""
+    def even(n):
+        return isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 2 \
+            and n % 2 == 0
+
+    if not even(simulation_resolution) or simulation_resolution > maximum:
+        raise ValueError(f"simulation_resolution must be an even integer in 2..{maximum}, got "
+                         f"{simulation_resolution!r}")
+    if not even(resolution) or simulation_resolution % resolution:
+        divisors = [d for d in range(simulation_resolution, 1, -1)
+                    if simulation_resolution % d == 0 and d % 2 == 0]
+        raise ValueError(f"stored resolution {resolution!r} must be an even divisor of the "
+                         f"simulation resolution {simulation_resolution} (frames are strided); "
+                         f"choose one of {divisors[:8]}")
 
 
 def whole_multiple(numerator: float, denominator: float, what: str) -> int:
@@ -395,16 +431,20 @@ class TimeDependentSolver(Solver):
     #: Whether the grid includes the right boundary point (False: periodic).
     endpoint: ClassVar[bool] = False
 
+    #: Spatial dimensions; with the config's ``resolution`` and ``simulation_resolution``
+    #: (points per axis) it gives the default grids below.
+    spatial_ndim: ClassVar[int] = 1
+
     # -- hooks ------------------------------------------------------------------------------
     @property
-    @abc.abstractmethod
     def grid(self) -> tuple[int, ...]:
         """The stored grid (the dataset's ``(y, x)`` or ``(x,)`` sizes)."""
+        return (self.config.resolution,) * self.spatial_ndim
 
     @property
-    @abc.abstractmethod
     def simulation_grid(self) -> tuple[int, ...]:
         """The grid the solver integrates on."""
+        return (self.config.simulation_resolution,) * self.spatial_ndim
 
     @abc.abstractmethod
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:

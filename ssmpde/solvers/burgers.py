@@ -7,7 +7,6 @@ data (u0 → u(1), 8192 → 1024 points) and the FNO repository's ν = 1e-3 traj
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import data
-from .base import Checks, TimeDependentSolver, VariableSpec, register_solver, whole_multiple
+from .base import (Checks, TimeDependentSolver, VariableSpec, check_ranged, check_strided_grid,
+                   positive_finite, register_solver, whole_multiple)
 from .random_fields import PeriodicGRF, sample_rng
 from .spectral import (
     ETDRK4,
@@ -32,16 +32,6 @@ __all__ = ["Burgers1D", "BurgersConfig", "reference_step"]
 MAX_RESOLUTION = 2 ** 22
 #: Contour points of the reference coefficients (Kassam & Trefethen use 32 on the circle).
 REFERENCE_CONTOUR_POINTS = 32
-
-
-def _is_even_positive_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
-        and value >= 2 and value % 2 == 0
-
-
-def _positive_finite(value: Any) -> bool:
-    return isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) \
-        and math.isfinite(value) and value > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,29 +82,13 @@ class BurgersConfig:
     sigma: float = 25.0
 
     def __post_init__(self) -> None:
-        if not _is_even_positive_int(self.simulation_resolution) \
-                or self.simulation_resolution > MAX_RESOLUTION:
-            raise ValueError(f"simulation_resolution must be an even integer in 2.."
-                             f"{MAX_RESOLUTION}, got {self.simulation_resolution!r}")
-        if not _is_even_positive_int(self.resolution) \
-                or self.simulation_resolution % self.resolution:
-            divisors = [d for d in range(self.simulation_resolution, 1, -1)
-                        if self.simulation_resolution % d == 0 and d % 2 == 0]
-            raise ValueError(
-                f"stored resolution {self.resolution!r} must be an even divisor of the "
-                f"simulation resolution {self.simulation_resolution} (frames are strided); "
-                f"choose one of {divisors[:8]}")
-        nus = self.viscosity if isinstance(self.viscosity, tuple) else (self.viscosity,)
-        if len(nus) not in (1, 2) or not all(_positive_finite(v) for v in nus):
-            raise ValueError("viscosity must be a positive finite number or a (low, high) pair "
-                             f"of them, got {self.viscosity!r}")
-        if len(nus) == 2 and nus[0] > nus[1]:
-            raise ValueError(f"viscosity range must be (low, high), got {self.viscosity!r}")
+        check_strided_grid(self.resolution, self.simulation_resolution, MAX_RESOLUTION)
+        check_ranged("viscosity", self.viscosity)
         if not isinstance(self.dealias, (bool, np.bool_)):
             raise ValueError(f"dealias must be True or False, got {self.dealias!r}")
         for name in ("final_time", "record_interval", "time_step", "alpha", "tau", "sigma"):
             value = getattr(self, name)
-            if not _positive_finite(value):
+            if not positive_finite(value):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         whole_multiple(self.final_time, self.record_interval,
                      "final_time must be a whole number of record intervals")
@@ -268,14 +242,6 @@ class Burgers1D(TimeDependentSolver):
         self.fft_backend = fft_backend
         self._fluxes: dict[int, QuadraticFlux1D] = {}
         self._grf = None
-
-    @property
-    def grid(self) -> tuple[int]:
-        return (self.config.resolution,)
-
-    @property
-    def simulation_grid(self) -> tuple[int]:
-        return (self.config.simulation_resolution,)
 
     # -- per-sample inputs -----------------------------------------------------------------
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:

@@ -7,13 +7,13 @@ and the MemNO/SS-NO benchmark law (LPSDA's generator).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .base import Checks, TimeDependentSolver, VariableSpec, register_solver, whole_multiple
+from .base import (Checks, TimeDependentSolver, VariableSpec, check_ranged, positive_finite,
+                   register_solver, whole_multiple)
 from .random_fields import sample_rng
 from .spectral import ETDRK4, QuadraticFlux1D, derivative_wavenumbers, spectral_resample
 
@@ -25,8 +25,7 @@ SSNO_VISCOSITIES = (0.075, 0.1, 0.125)
 
 
 def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
+    if not positive_finite(value):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
@@ -83,14 +82,7 @@ class KuramotoSivashinskyConfig:
             divisors = [d for d in range(n, 1, -1) if n % d == 0][:8]
             raise ValueError(f"stored resolution {r!r} must divide the simulation resolution "
                              f"{n} (frames are strided); choose one of {divisors}")
-        nus = self.viscosity if isinstance(self.viscosity, tuple) else (self.viscosity,)
-        if len(nus) not in (1, 2):
-            raise ValueError(f"viscosity must be a number or a (low, high) pair, got "
-                             f"{self.viscosity!r}")
-        for nu in nus:
-            _positive("viscosity", nu)
-        if len(nus) == 2 and nus[0] > nus[1]:
-            raise ValueError(f"viscosity range must be (low, high), got {self.viscosity!r}")
+        check_ranged("viscosity", self.viscosity)
         for name in ("domain_length", "final_time", "record_interval", "time_step"):
             _positive(name, getattr(self, name))
         if self.initial_condition not in INITIAL_CONDITIONS:
@@ -210,14 +202,6 @@ class KuramotoSivashinsky(TimeDependentSolver):
     @property
     def domain_length(self) -> float:  # the coordinates' extent
         return float(self.config.domain_length)
-
-    @property
-    def grid(self) -> tuple[int]:
-        return (self.config.resolution,)
-
-    @property
-    def simulation_grid(self) -> tuple[int]:
-        return (self.config.simulation_resolution,)
 
     # -- parameters and initial states ---------------------------------------------------------
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:

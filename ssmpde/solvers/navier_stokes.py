@@ -8,7 +8,6 @@ variants.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
@@ -19,8 +18,8 @@ import numpy as np
 import xarray as xr
 
 from .. import data
-from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, whole_multiple,
-                   register_solver)
+from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, check_ranged,
+                   check_strided_grid, positive_finite, register_solver, whole_multiple)
 from .random_fields import PeriodicGRF, sample_rng
 from .spectral import (RealFFT, dealias_mask, default_threads, derivative_wavenumbers,
                        spectral_resample, wavenumbers)
@@ -45,11 +44,6 @@ _RK3_GAMMA = (8.0 / 15.0, 5.0 / 12.0, 3.0 / 4.0)
 _RK3_ZETA = (0.0, -17.0 / 60.0, -5.0 / 12.0)
 _RK3_ALPHA = (4.0 / 15.0, 1.0 / 15.0, 1.0 / 6.0)
 _RK3_NODES = (0.0, 8.0 / 15.0, 2.0 / 3.0)  # stage start times, in units of the step
-
-
-def _is_even_positive_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
-        and value >= 2 and value % 2 == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,25 +103,8 @@ class NavierStokesConfig:
     sigma: float | None = None
 
     def __post_init__(self) -> None:
-        if not _is_even_positive_int(self.simulation_resolution) \
-                or self.simulation_resolution > MAX_RESOLUTION:
-            raise ValueError(f"simulation_resolution must be an even integer in 2.."
-                             f"{MAX_RESOLUTION}, got {self.simulation_resolution!r}")
-        if not _is_even_positive_int(self.resolution) \
-                or self.simulation_resolution % self.resolution:
-            divisors = [d for d in range(self.simulation_resolution, 1, -1)
-                        if self.simulation_resolution % d == 0 and d % 2 == 0]
-            raise ValueError(
-                f"stored resolution {self.resolution!r} must be an even divisor of the "
-                f"simulation resolution {self.simulation_resolution} (frames are strided); "
-                f"choose one of {divisors[:8]}")
-        nus = self.viscosity if isinstance(self.viscosity, tuple) else (self.viscosity,)
-        if len(nus) not in (1, 2) or not all(isinstance(v, (int, float)) and math.isfinite(v)
-                                             and v > 0 for v in nus):
-            raise ValueError("viscosity must be a positive finite number or a (low, high) pair "
-                             f"of them, got {self.viscosity!r}")
-        if len(nus) == 2 and nus[0] > nus[1]:
-            raise ValueError(f"viscosity range must be (low, high), got {self.viscosity!r}")
+        check_strided_grid(self.resolution, self.simulation_resolution, MAX_RESOLUTION)
+        check_ranged("viscosity", self.viscosity)
         if self.forcing not in FORCINGS:
             raise ValueError(f"unknown forcing {self.forcing!r}; choose one of {FORCINGS}")
         if self.time_stepping not in TIME_STEPPINGS:
@@ -137,12 +114,11 @@ class NavierStokesConfig:
             raise ValueError(f"unknown scheme {self.scheme!r}; choose one of {SCHEMES}")
         for name in ("final_time", "record_interval", "cfl", "alpha", "tau"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if not positive_finite(value):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         for name in ("time_step", "sigma"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float))
-                                          and math.isfinite(value) and value > 0):
+            if value is not None and not positive_finite(value):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         whole_multiple(self.final_time, self.record_interval,
                      "final_time must be a whole number of record intervals")
@@ -507,6 +483,7 @@ class NavierStokes2D(TimeDependentSolver):
     Config = NavierStokesConfig
     fields = ("vorticity",)
     field_units = {"vorticity": ("vorticity", "1")}
+    spatial_ndim = 2
     #: Every per-sample input :meth:`step` takes; ``forcing_amplitude`` only for the torus
     #: forcings (see :meth:`parameter_specs`).
     parameter_names = ("viscosity", "forcing_amplitude")
@@ -534,14 +511,6 @@ class NavierStokes2D(TimeDependentSolver):
         self.threads = threads
         self._engines: dict[tuple[int, int], _Engine] = {}
         self._grf = None
-
-    @property
-    def grid(self) -> tuple[int, int]:
-        return (self.config.resolution,) * 2
-
-    @property
-    def simulation_grid(self) -> tuple[int, int]:
-        return (self.config.simulation_resolution,) * 2
 
     # -- per-sample inputs -----------------------------------------------------------------
     def parameter_specs(self) -> dict[str, tuple[int, ...]]:
