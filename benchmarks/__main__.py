@@ -64,6 +64,34 @@ def table() -> str:
                              f"{row['cpu_seconds'] * 1e3:.0f} ms, {memory['cpu']:.0f} MiB",
                              f"{row['loop_seconds']:.2f} s, {memory['loop']:.0f} MiB "
                              "(PyTorch loop)", f"**{row['speedup']:.0f}x**", _when(scan)))
+    gpu = _load("scan_gpu")
+    if gpu and gpu.get("cuda"):
+        cuda = gpu["cuda"]
+        when = f"{gpu['date'][:10]}, {cuda['device']}"
+        for key, row in cuda["1d"].items():
+            if "mamba" not in row or not key.startswith(("mamba_", "geomano_44x44_")):
+                continue
+            shape = row["shape"]
+            passes = "fwd+bwd" if key.endswith("fwd_bwd") else "fwd"
+            dtype = "bfloat16" if "bfloat16" in key else "float32"
+            rows.append((f"GPU 1D scan {passes}, {dtype}, {shape['batch']} × {shape['channels']}"
+                         f" ch × state {shape['state']} × L {shape['length']}",
+                         f"{row['triton']['seconds'] * 1e3:.2f} ms, "
+                         f"{row['triton']['peak_mib']:.0f} MiB (Triton)",
+                         f"{row['mamba']['seconds'] * 1e3:.2f} ms, {row['mamba']['peak_mib']:.0f} "
+                         f"MiB (mamba-ssm {cuda['mamba_ssm']} CUDA)",
+                         f"**{row['speed_ratio']:.2f}x**", when))
+        for key, row in cuda["2d"].items():
+            if not key.startswith("geomano_44x44_"):
+                continue
+            shape = row["shape"]
+            passes = "fwd+bwd" if key.endswith("fwd_bwd") else "fwd"
+            rows.append((f"GPU 2D scan {passes}, float32, {shape['batch']} × {shape['channels']} "
+                         "ch × state {0} on {1}×{2}".format(shape["state"], *shape["grid"]),
+                         f"{row['triton']['seconds'] * 1e3:.2f} ms, "
+                         f"{row['triton']['peak_mib']:.0f} MiB (Triton)",
+                         f"{row['loop']['seconds'] * 1e3:.0f} ms, {row['loop']['peak_mib']:.0f} "
+                         "MiB (PyTorch loop on the GPU)", f"**{row['speedup']:.0f}x**", when))
     ks = _load("ks")
     if ks:
         r = ks["radau_comparison"]

@@ -8,10 +8,23 @@ Side by side in one run, forward + backward, float32:
 
 each timed as the median of alternating rounds, and the peak memory of each measured in a
 fresh subprocess (peak RSS above the level before the call, sampled every millisecond), also at
-state 4 to show how memory scales with state × length. When CUDA is available, the Triton
-kernels are timed against the loop on the GPU too.
+state 4 to show how memory scales with state × length.
+
+``--gpu`` (on a CUDA machine) times the Triton kernels instead, in one run:
+
+* the 1D scan against mamba-ssm's ``selective_scan_fn`` (its CUDA kernel; the peer a user
+  would otherwise pick) at Mamba's sizes (batch 4, 1536 channels, state 16, length 2048) and at
+  GeoMaNO's (batch 4, 128 channels, state 16; the Darcy latent length 289 and 44² = 1936), with
+  the options both support (D, z, delta_bias, softplus), float32 and bfloat16;
+* the 2D scan against the PyTorch loop on the GPU (17×17 and 44×44, float32);
+
+forward and forward+backward, CUDA-event medians of alternating rounds, the peak GPU memory
+each call allocates above its inputs, and the largest difference between the two outputs.
+mamba-ssm is an optional peer (``pip install mamba-ssm``, built for the GPU); without it the 1D
+rows time the Triton kernel alone.
 
     python benchmarks/bench_scan.py            # writes benchmarks/results/scan.json
+    python benchmarks/bench_scan.py --gpu      # writes benchmarks/results/scan_gpu.json
 """
 
 from __future__ import annotations
@@ -31,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import RESULTS, write  # noqa: E402
+from benchmarks.common import RESULTS, header, write  # noqa: E402
 
 
 def loop_scan_1d(u, delta, A, B, C, D, R, z, delta_bias):
@@ -160,11 +173,200 @@ def compare(kind, fast, device, batch, channels, state, side, repeats):
             "speedup": float(np.median(ratios)), "speedups": ratios.round(2).tolist()}
 
 
+# ----------------------------------------------------------------------------------------------
+# GPU: Triton against mamba-ssm (1D) and the PyTorch loop (2D)
+# ----------------------------------------------------------------------------------------------
+
+GPU_1D_CASES = {  # name: (batch, channels, state, length)
+    "mamba": (4, 1536, 16, 2048),
+    "geomano_darcy_latent": (4, 128, 16, 289),
+    "geomano_44x44": (4, 128, 16, 1936),
+}
+GPU_2D_CASES = {"geomano_darcy_latent": (4, 128, 16, 17), "geomano_44x44": (4, 128, 16, 44)}
+
+
+def mamba_selective_scan():
+    """``(selective_scan_fn, version)`` of mamba-ssm, or ``(None, why not)``.
+
+    Only the scan's module is imported: the package's ``__init__`` imports every model
+    (Mamba, Mamba2, Mamba3, the LM head), which the scan does not need and which did not
+    finish importing in 7 minutes on the benchmark's GPU machine.
+    """
+    import importlib.util
+    import re
+    import types
+
+    try:
+        spec = importlib.util.find_spec("mamba_ssm")
+        if spec is None:
+            return None, "mamba-ssm is not installed"
+        locations = list(spec.submodule_search_locations)
+        if "mamba_ssm" not in sys.modules:
+            package = types.ModuleType("mamba_ssm")
+            package.__path__ = locations
+            sys.modules["mamba_ssm"] = package
+        from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+    except Exception as error:  # noqa: BLE001 - any failure of an optional peer: report it
+        return None, f"mamba-ssm unavailable ({type(error).__name__}: {error})"
+    found = re.search(r'__version__\s*=\s*"([^"]+)"',
+                      (Path(locations[0]) / "__init__.py").read_text())
+    return selective_scan_fn, found.group(1) if found else "unknown"
+
+
+def gpu_inputs_1d(batch, channels, state, length, dtype, seed=0):
+    """Mamba's layout: u, delta, z, B, C in ``dtype``; A, D, delta_bias in float32."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def rnd(*shape, dtype=dtype, scale=1.0, shift=0.0):
+        x = torch.randn(*shape, generator=g, device="cuda") * scale + shift
+        return x.to(dtype).requires_grad_()
+
+    return dict(u=rnd(batch, channels, length), delta=rnd(batch, channels, length, scale=0.5,
+                                                          shift=-1.0),
+                A=(-torch.exp(torch.randn(channels, state, generator=g, device="cuda")))
+                .requires_grad_(),
+                B=rnd(batch, state, length), C=rnd(batch, state, length),
+                D=rnd(channels, dtype=torch.float32), z=rnd(batch, channels, length),
+                delta_bias=rnd(channels, dtype=torch.float32, scale=0.3))
+
+
+def cuda_call(implementation, inputs, backward, peer=None):
+    """A closure running one scan (and its backward) on ``inputs``."""
+    from ssmpde.kernels import selective_scan, selective_scan_2d
+
+    args = [inputs[k] for k in ("u", "delta", "A", "B", "C")]
+    gradient = None
+
+    def call():
+        nonlocal gradient
+        with torch.set_grad_enabled(backward):
+            if implementation == "mamba":
+                out = peer(*args, D=inputs["D"], z=inputs["z"], delta_bias=inputs["delta_bias"],
+                           delta_softplus=True)
+            elif implementation == "triton":
+                extra = {k: inputs[k] for k in ("D", "R", "z", "delta_bias") if k in inputs}
+                scan = selective_scan if inputs["u"].dim() == 3 else selective_scan_2d
+                out = scan(*args, **extra, backend="triton")
+            else:
+                out = loop_scan_2d(*args, **{k: inputs[k] for k in ("D", "R", "z",
+                                                                     "delta_bias")})
+            if backward:
+                if gradient is None:
+                    gradient = torch.randn_like(out)
+                out.backward(gradient)
+                for tensor in inputs.values():
+                    tensor.grad = None
+        return out
+
+    return call
+
+
+def cuda_seconds(call):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def cuda_peak_mib(call):
+    """GPU memory a call allocates at its peak, above what was allocated before it."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    call()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+
+
+def cuda_compare(calls, repeats, warmup=3):
+    """Median seconds and peak memory of each call, timed in alternating rounds."""
+    for call in calls.values():
+        for _ in range(warmup):  # compile / autotune / allocator warm-up outside the timing
+            call()
+    times = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            times[name].append(cuda_seconds(call))
+    return {name: {"seconds": float(np.median(t)), "peak_mib": cuda_peak_mib(calls[name])}
+            for name, t in times.items()}
+
+
+def gpu_main(repeats) -> dict:
+    peer, peer_version = mamba_selective_scan()
+    props = torch.cuda.get_device_properties(0)
+    import triton
+
+    result = {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
+              "mamba_ssm": peer_version if peer else None,
+              "mamba_ssm_missing": None if peer else peer_version, "1d": {}, "2d": {}}
+    print(f"GPU: {props.name}; torch {torch.__version__}, triton {triton.__version__}, "
+          f"mamba-ssm {peer_version}. CUDA-event medians of {repeats} rounds.")
+    print("| 1D scan | dtype | pass | triton ms | mamba-ssm ms | triton speed / mamba | "
+          "triton MiB | mamba MiB | max abs diff |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for case, (batch, channels, state, length) in GPU_1D_CASES.items():
+        for dtype in (torch.float32, torch.bfloat16):
+            inputs = gpu_inputs_1d(batch, channels, state, length, dtype)
+            diff = None
+            if peer is not None:
+                with torch.no_grad():
+                    ours = cuda_call("triton", inputs, False)().float()
+                    theirs = cuda_call("mamba", inputs, False, peer)().float()
+                diff = float((ours - theirs).abs().max() / theirs.abs().max())
+            for backward in (False, True):
+                calls = {"triton": cuda_call("triton", inputs, backward)}
+                if peer is not None:
+                    calls["mamba"] = cuda_call("mamba", inputs, backward, peer)
+                row = cuda_compare(calls, repeats)
+                if peer is not None:
+                    row["speed_ratio"] = row["mamba"]["seconds"] / row["triton"]["seconds"]
+                    row["max_rel_diff_forward"] = diff
+                passes = "fwd_bwd" if backward else "fwd"
+                key = f"{case}_{str(dtype).removeprefix('torch.')}_{passes}"
+                row["shape"] = dict(batch=batch, channels=channels, state=state, length=length)
+                result["1d"][key] = row
+                mamba = row.get("mamba", {})
+                print(f"| {case} {batch}x{channels}x{state}x{length} | {dtype} | "
+                      f"{'fwd+bwd' if backward else 'fwd'} | "
+                      f"{row['triton']['seconds'] * 1e3:.3f} | "
+                      f"{mamba.get('seconds', float('nan')) * 1e3:.3f} | "
+                      f"{row.get('speed_ratio', float('nan')):.2f} | "
+                      f"{row['triton']['peak_mib']:.0f} | {mamba.get('peak_mib', float('nan')):.0f}"
+                      f" | {diff if diff is not None else float('nan'):.1e} |", flush=True)
+    print("| 2D scan | pass | triton ms | loop ms | speed-up | triton MiB | loop MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for case, (batch, channels, state, side) in GPU_2D_CASES.items():
+        inputs = make_inputs("2d", batch, channels, state, side, device="cuda")
+        for backward in (False, True):
+            row = cuda_compare({"triton": cuda_call("triton", inputs, backward),
+                                "loop": cuda_call("loop", inputs, backward)}, max(3, repeats // 3))
+            row["speedup"] = row["loop"]["seconds"] / row["triton"]["seconds"]
+            row["shape"] = dict(batch=batch, channels=channels, state=state, grid=[side, side])
+            result["2d"][f"{case}_{'fwd_bwd' if backward else 'fwd'}"] = row
+            print(f"| {case} {batch}x{channels}x{state}x{side}x{side} | "
+                  f"{'fwd+bwd' if backward else 'fwd'} | {row['triton']['seconds'] * 1e3:.3f} | "
+                  f"{row['loop']['seconds'] * 1e3:.1f} | {row['speedup']:.0f}x | "
+                  f"{row['triton']['peak_mib']:.0f} | {row['loop']['peak_mib']:.0f} |", flush=True)
+    return result
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=RESULTS / "scan.json")
+    parser.add_argument("--gpu", action="store_true",
+                        help="time the Triton kernels on CUDA (writes scan_gpu.json)")
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.gpu:
+        if not torch.cuda.is_available():
+            raise SystemExit("--gpu needs a CUDA device")
+        result = header("selective_scan_gpu")
+        result["cuda"] = gpu_main(args.repeats)
+        write(result, args.out or RESULTS / "scan_gpu.json")
+        return result
+    args.out = args.out or RESULTS / "scan.json"
     batch, channels, side = 4, 128, 44
     result = {
         "benchmark": "selective_scan",
@@ -172,7 +374,7 @@ def main(argv=None) -> dict:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "python": platform.python_version(), "torch": torch.__version__},
         "shape": {"batch": batch, "channels": channels, "length": side * side, "grid": [side, side]},
-        "cpu": {}, "peak_memory_mib": {}, "cuda": None,
+        "cpu": {}, "peak_memory_mib": {},
     }
     print(f"Selective scan, forward + backward, float32, batch {batch}, channels {channels}, "
           f"L = {side * side} (1D) / {side}x{side} (2D); medians of {args.repeats} rounds")
@@ -187,12 +389,6 @@ def main(argv=None) -> dict:
             result["peak_memory_mib"][f"{kind}_state{state}"] = memory
             print(f"| {kind} | {state} | {row['loop_seconds']:.2f} | {row['cpu_seconds']:.3f} | "
                   f"{row['speedup']:.0f}x | {memory['loop']:.0f} | {memory['cpu']:.0f} |")
-    if torch.cuda.is_available():
-        result["cuda"] = {kind: compare(kind, "triton", "cuda", batch, channels, 16, side,
-                                        args.repeats) for kind in ("1d", "2d")}
-        for kind, row in result["cuda"].items():
-            print(f"CUDA {kind}: loop {row['loop_seconds'] * 1e3:.1f} ms, triton "
-                  f"{row['triton_seconds'] * 1e3:.2f} ms, {row['speedup']:.0f}x")
     write(result, args.out)
     return result
 

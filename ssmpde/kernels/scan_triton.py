@@ -47,6 +47,9 @@ DEFAULT_CHUNK_SIZE = 64
 #: recomputes that many rows into a per-program scratch buffer.
 DEFAULT_ROW_CHUNK = 16
 
+#: Launch options of every kernel (``num_warps``, ``num_stages``): one place to tune them.
+LAUNCH: dict = {}
+
 #: Upper bound on channels per program: more channels per program share one ``B``/``C`` load but
 #: multiply the register tile.
 _MAX_BLOCK_D = 4
@@ -590,6 +593,9 @@ def _scan_2d_bwd_kernel(
 # ----------------------------------------------------------------------------------------------
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def _empty(shape, *, dtype, device):
     """Allocate an uninitialised buffer (kernels write every element they return).
 
@@ -676,7 +682,7 @@ class _SelectiveScanFn(torch.autograd.Function):
         _scan_fwd_kernel[(batch, num_blocks)](
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
             _opt(h0, u), out, states,
-            channels, length, state, groups, cpg, num_chunks, **flags)
+            channels, length, state, groups, cpg, num_chunks, **flags, **LAUNCH)
         ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states)
         ctx.meta = (layouts, groups, cpg, num_blocks, num_chunks, flags)
         last_state = states[:, :, -1].to(u.dtype)
@@ -705,7 +711,7 @@ class _SelectiveScanFn(torch.autograd.Function):
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
             _opt(h0, u), states, dout, dlast,
             du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA), dh0,
-            channels, length, state, groups, cpg, num_chunks, num_blocks, **flags)
+            channels, length, state, groups, cpg, num_chunks, num_blocks, **flags, **LAUNCH)
         return (du, ddelta.to(delta.dtype), dA.sum(0).to(A.dtype),
                 _reduce_grouped(dB, layouts[0], groups, num_blocks),
                 _reduce_grouped(dC, layouts[1], groups, num_blocks),
@@ -746,9 +752,11 @@ class _SelectiveScan2dFn(torch.autograd.Function):
                      BLOCK_W=triton.next_power_of_2(width), ROWS=row_chunk, DTYPE=acc_tl)
         _scan_2d_fwd_kernel[(batch, num_blocks)](
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
-            out, ckpt, channels, height, width, state, groups, cpg, num_ckpt, **flags)
+            out, ckpt, channels, height, width, state, groups, cpg, num_ckpt, **flags, **LAUNCH)
         ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, ckpt)
         ctx.meta = (layouts, groups, cpg, num_blocks, num_ckpt, num_row_chunks, flags)
+        ctx.dtypes = {name: None if t is None else t.dtype for name, t in
+                      (("A", A), ("D", D), ("R", R), ("z", z), ("bias", delta_bias))}
         return out
 
     @staticmethod
@@ -760,6 +768,16 @@ class _SelectiveScan2dFn(torch.autograd.Function):
         acc = ckpt.dtype
         dev = u.device
         dout = dout.contiguous()
+        input_dtypes = (u.dtype, delta.dtype)
+        if u.is_cuda and any(t is not None and t.dtype in _HALF for t in
+                             (u, delta, A, Bg, Cg, D, R, z, delta_bias, dout)):
+            # Triton 3.6 compiles this kernel for 16-bit inputs into code that faults with
+            # "misaligned address" on an H100 once BLOCK_W >= 32 (the forward and the 1D
+            # kernels are fine): the backward reads float32 copies instead. It accumulates in
+            # float32 either way, so only memory traffic changes.
+            u, delta, A, Bg, Cg, D, R, z, delta_bias, dout = (
+                None if t is None else t.float()
+                for t in (u, delta, A, Bg, Cg, D, R, z, delta_bias, dout))
         tile = flags["BLOCK_D"] * flags["BLOCK_N"] * flags["BLOCK_W"]
         # Per-program scratch for one chunk of recomputed state rows: O(B·D·N·ROWS·W).
         scratch = _empty((batch, num_blocks, flags["ROWS"], tile), dtype=acc, device=dev)
@@ -776,14 +794,16 @@ class _SelectiveScan2dFn(torch.autograd.Function):
             scratch, dout,
             du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA),
             channels, height, width, state, groups, cpg, num_ckpt, num_row_chunks, num_blocks,
-            **flags)
-        return (du, ddelta.to(delta.dtype), dA.sum(0).to(A.dtype),
+            **flags, **LAUNCH)
+        # Gradients in the dtypes of the inputs (autograd also casts; be explicit).
+        dtypes = ctx.dtypes
+        return (du.to(input_dtypes[0]), ddelta.to(input_dtypes[1]), dA.sum(0).to(dtypes["A"]),
                 _reduce_grouped(dB, layouts[0], groups, num_blocks),
                 _reduce_grouped(dC, layouts[1], groups, num_blocks),
-                None if D is None else dD.sum(0).to(D.dtype),
-                None if R is None else dR.sum(0).to(R.dtype),
-                _grad(z, dz),
-                None if delta_bias is None else ddelta.sum(dim=(0, 2, 3)).to(delta_bias.dtype),
+                None if D is None else dD.sum(0).to(dtypes["D"]),
+                None if R is None else dR.sum(0).to(dtypes["R"]),
+                None if z is None else dz.to(dtypes["z"]),
+                None if delta_bias is None else ddelta.sum(dim=(0, 2, 3)).to(dtypes["bias"]),
                 None, None)
 
 

@@ -239,7 +239,8 @@ def test_scan_1d_random_shapes(batch, channels, state, length, grouped, options,
 def test_scan_1d_continues_from_last_state(reverse):
     """Scanning a sequence in two pieces, passing the last state on, equals one scan."""
     length, cut = 21, 9
-    inputs = make_inputs((length,), options=("D", "R", "z", "delta_bias"))
+    inputs = {k: v.to(DEVICE) for k, v in
+              make_inputs((length,), options=("D", "R", "z", "delta_bias")).items()}
     whole = selective_scan_triton(**inputs, reverse=reverse, chunk_size=8)
     # Processing order: the reverse scan visits the tail [cut:] first.
     first, second = (slice(cut, None), slice(None, cut)) if reverse else \
@@ -252,8 +253,11 @@ def test_scan_1d_continues_from_last_state(reverse):
 
     out_first, state = piece(first, return_last_state=True)
     out_second = piece(second, initial_state=state)
-    torch.testing.assert_close(whole[..., first], out_first, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(whole[..., second], out_second, rtol=1e-5, atol=1e-5)
+    # Compiled on a GPU the two runs round differently (fused multiply-adds, tl.exp), so the
+    # float32 forward tolerance applies; a lost or misplaced state is an O(1) error.
+    rtol, atol = TOLERANCES[torch.float32]["fwd"]
+    torch.testing.assert_close(whole[..., first], out_first, rtol=rtol, atol=atol)
+    torch.testing.assert_close(whole[..., second], out_second, rtol=rtol, atol=atol)
 
 
 def test_fresh_nan_buffers_never_leak():

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU checks of ssmpde, as run on a lent CUDA machine without network (see the README's
+# "Benchmarks"). Each step logs to $LOGS (default /tmp/ssmpde-gpu); long steps run detached so
+# that a later call can collect them.
+#
+#   bash benchmarks/gpu/session.sh setup    # carried wheels; start the mamba-ssm build detached
+#   bash benchmarks/gpu/session.sh data     # Darcy data: 1000 + 200 FNO samples at 85²
+#   bash benchmarks/gpu/session.sh test     # kernel tests compiled on CUDA (tests/kernels)
+#   bash benchmarks/gpu/session.sh bench    # benchmarks/bench_scan.py --gpu (waits for the build)
+#   bash benchmarks/gpu/session.sh train N  # GeoMaNO Darcy preset, N epochs, detached
+#   bash benchmarks/gpu/session.sh wait S   # wait up to S seconds for the training; summarise
+#
+# Wheels for packages the machine lacks (netCDF4, cftime, pyFFTW; dask, partd, locket for
+# writing datasets) and mamba-ssm's source distribution travel in .whl/; fetch them on a machine
+# with the package registry, in the repository root:
+#
+#   bash benchmarks/gpu/session.sh wheels   # then carry .whl (ignored by git)
+set -u
+LOGS=${LOGS:-/tmp/ssmpde-gpu}
+mkdir -p "$LOGS"
+export PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build:$PWD
+export PYTHONUNBUFFERED=1
+step=${1:?usage: session.sh wheels|setup|data|test|bench|train N|wait S}
+
+case "$step" in
+wheels)
+    mkdir -p .whl
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d .whl netCDF4 cftime pyFFTW dask partd locket || exit 1
+    # mamba-ssm ships only a source distribution; its metadata step needs torch, not CUDA.
+    MAMBA_SKIP_CUDA_BUILD=TRUE python3 -m pip download -q --no-deps --no-build-isolation \
+        -d .whl mamba-ssm==2.3.2.post1
+    ;;
+setup)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c "import torch, triton, numba, xarray, netCDF4; print('torch', torch.__version__, \
+'cuda', torch.version.cuda, 'triton', triton.__version__, 'numba', numba.__version__)"
+    setsid nohup python3 benchmarks/gpu/build_mamba_ssm.py .whl/mamba_ssm-*.tar.gz \
+        --out /tmp/mamba >"$LOGS/mamba_build.log" 2>&1 &
+    ;;
+data)
+    start=$SECONDS
+    python3 -m ssmpde.cli generate darcy --preset fno --samples 1200 --seed 0 \
+        --batch-size 32 --no-progress --out /tmp/darcy85.nc || exit 1
+    echo "generated 1200 Darcy samples in $((SECONDS - start)) s"
+    ;;
+test)
+    python3 -m pytest -q -p no:cacheprovider tests/kernels/test_scan_gpu.py \
+        tests/kernels/test_scan_triton.py tests/kernels/test_reference.py \
+        tests/kernels/test_cross_scan.py -W ignore::DeprecationWarning
+    ;;
+bench)
+    for _ in $(seq 600); do
+        grep -q "built selective_scan_cuda\|Error\|error:" "$LOGS/mamba_build.log" && break
+        sleep 1
+    done
+    tail -3 "$LOGS/mamba_build.log"
+    python3 benchmarks/bench_scan.py --gpu --repeats ${REPEATS:-20}
+    ;;
+train)
+    epochs=${2:?epochs}
+    setsid nohup python3 -m ssmpde.cli train geomano --preset darcy --data /tmp/darcy85.nc \
+        --num-test 200 --epochs "$epochs" --batch-size 4 --device cuda --no-progress \
+        --out /tmp/run-geomano-darcy >"$LOGS/train.log" 2>&1 &
+    ;;
+wait)
+    for _ in $(seq "${2:?seconds}"); do
+        pgrep -f "ssmpde.cli train" >/dev/null || break
+        sleep 1
+    done
+    tail -5 "$LOGS/train.log"
+    cat /tmp/run-geomano-darcy/metrics.jsonl
+    ;;
+*)
+    echo "unknown step $step" >&2
+    exit 2
+    ;;
+esac
