@@ -77,7 +77,8 @@ def test_model_preset_builds_runs_and_round_trips(name, preset):
     config = config_from_dict(name, _small(config_from_dict(name, preset=preset)),
                               preset=preset)
     model = get_model_class(name)(config)
-    x = torch.randn(2, config.in_channels, *config.grid, requires_grad=True)
+    frames = (getattr(config, "window", 1),) if type(config).input_layout == "history" else ()
+    x = torch.randn(2, *frames, config.in_channels, *config.grid, requires_grad=True)
     out = model(x)
     assert out.shape == (2, config.out_channels, *config.grid)
     out.square().mean().backward()

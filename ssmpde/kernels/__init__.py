@@ -8,6 +8,9 @@ One dispatcher per scan, one ``backend`` argument, correctness by default:
   Triton interpreter on CPU tensors when ``TRITON_INTERPRET=1``;
 * ``"auto"`` (default): Triton for CUDA tensors, the CPU path otherwise.
 
+The S4D convolutions of SS-NO (:mod:`.s4d`: kernels by Vandermonde products, applied by FFT)
+have the loop recurrence :func:`.reference.s4d_ref` as their oracle.
+
 Every backend matches the reference in values and gradients (see ``tests/kernels``). The
 dispatchers validate the arguments once, before choosing a backend
 (:func:`._checks.check_scan_inputs`: shapes, floating dtypes, one device, non-empty); the
@@ -21,10 +24,12 @@ import os
 
 from ._checks import check_scan_inputs
 from .cross_scan import cross_merge, cross_merge_2d, cross_scan, cross_scan_2d
-from .reference import selective_scan_2d_ref, selective_scan_ref
+from .reference import s4d_ref, selective_scan_2d_ref, selective_scan_ref
+from .s4d import s4d, s4d_convolution, s4d_kernel
 
 __all__ = ["BACKENDS", "cross_merge", "cross_merge_2d", "cross_scan", "cross_scan_2d",
-           "selective_scan", "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref"]
+           "s4d", "s4d_convolution", "s4d_kernel", "s4d_ref", "selective_scan",
+           "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref"]
 
 BACKENDS = ("auto", "reference", "cpu", "triton")
 

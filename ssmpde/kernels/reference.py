@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["discretize", "selective_scan_2d_ref", "selective_scan_ref"]
+__all__ = ["discretize", "s4d_ref", "selective_scan_2d_ref", "selective_scan_ref"]
 
 
 def _grouped(x: torch.Tensor, channels: int, spatial: int) -> torch.Tensor:
@@ -165,3 +165,40 @@ def selective_scan_2d_ref(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
             y[i][j] = (C_full[..., i, j] * h).sum(dim=-1)
     y = torch.stack([torch.stack(row, dim=-1) for row in y], dim=-2)
     return _finish(y, u, Bx_bar, C, D, R, z, spatial=2).to(dtype)
+
+
+def s4d_ref(u, log_dt, damping, frequency, C, D=None):
+    """S4D layer as the loop recurrence (oracle of :mod:`ssmpde.kernels.s4d`), in float64.
+
+    ``u [batch, H, L]``; ``A = −softplus(damping) + i·frequency`` ``[H, N]``; ``Δ = exp(log_dt)``;
+    zero-order hold ``Ā = exp(ΔA)``, ``B̄ = (Ā − 1)/A``; ``C [S, H, N, 2]`` (real, imaginary).
+
+    * forward (``C[0]``): ``h_l = Ā h_{l−1} + B̄ u_l``, ``y_l = 2 Re Σ_n C_n h_l``;
+    * backward (``C[1]``, if ``S = 2``): ``g_{L−1} = 0``, ``g_l = Ā g_{l+1} + B̄ u_{l+1}``,
+      ``y_l += 2 Re Σ_n C^b_n g_l`` (the positions strictly after ``l``);
+    * ``y += D u``.
+    """
+    dtype = u.dtype
+    u, log_dt, damping, frequency, C = (t.to(torch.float64) for t in
+                                        (u, log_dt, damping, frequency, C))
+    A = torch.complex(-F.softplus(damping), frequency)
+    dA = torch.exp(torch.exp(log_dt)[:, None] * A)           # [H, N]
+    B_bar = (dA - 1) / A
+    Cc = torch.complex(C[..., 0], C[..., 1])                  # [S, H, N]
+    batch, channels, length = u.shape
+    h = torch.zeros(batch, channels, A.shape[1], dtype=torch.complex128, device=u.device)
+    ys = []
+    for l in range(length):
+        h = dA * h + B_bar * u[:, :, l, None]
+        ys.append(2 * (Cc[0] * h).sum(-1).real)
+    y = torch.stack(ys, dim=-1)
+    if C.shape[0] == 2:
+        g = torch.zeros_like(h)
+        back = [None] * length
+        for l in range(length - 1, -1, -1):
+            back[l] = 2 * (Cc[1] * g).sum(-1).real
+            g = dA * g + B_bar * u[:, :, l, None]
+        y = y + torch.stack(back, dim=-1)
+    if D is not None:
+        y = y + D.to(torch.float64)[:, None] * u
+    return y.to(dtype)

@@ -1,19 +1,38 @@
-"""Regenerate the GeoMaNO golden output. Run only when the model is meant to change:
+"""Regenerate the golden outputs of the surrogate tests. Run only when a model is meant to
+change:
 
-    python tests/surrogates/make_golden.py
+    python tests/surrogates/make_golden.py                 # GeoMaNO (golden/geomano_tiny.json)
+    python tests/surrogates/make_golden.py --model ssno    # SS-NO (golden/ssno_tiny.json)
+    python tests/surrogates/make_golden.py --model all     # both
 """
 
+import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.surrogates.test_geomano import GOLDEN, golden_output  # noqa: E402
+#: Model name → the test module holding its GOLDEN path and golden_output().
+MODULES = {"geomano": "tests.surrogates.test_geomano", "ssno": "tests.surrogates.test_ssno"}
+
+
+def write_golden(model: str) -> None:
+    module = importlib.import_module(MODULES[model])
+    out = module.golden_output()
+    golden = module.GOLDEN
+    golden.parent.mkdir(exist_ok=True)
+    golden.write_text(json.dumps({"shape": list(out.shape),
+                                  "values": [float(v) for v in out.flatten()]}))
+    print(f"wrote {golden} ({golden.stat().st_size} bytes)")
+
 
 if __name__ == "__main__":
-    out = golden_output()
-    GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_text(json.dumps({"shape": list(out.shape),
-                                  "values": [float(v) for v in out.flatten()]}))
-    print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes)")
+    parser = argparse.ArgumentParser(
+        description="Regenerate the golden outputs of the surrogate tests.")
+    parser.add_argument("--model", choices=[*MODULES, "all"], default="geomano",
+                        help="which golden file to regenerate (default: geomano)")
+    args = parser.parse_args()
+    for name in (MODULES if args.model == "all" else [args.model]):
+        write_golden(name)

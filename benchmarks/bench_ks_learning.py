@@ -1,0 +1,135 @@
+"""SS-NO (with and without temporal memory), FNO 1D and GeoMaNO 1D on Kuramoto–Sivashinsky,
+at an equal CPU budget per model, for the three SS-NO viscosities.
+
+For each viscosity (``lpsda-nu0.075``, ``lpsda-nu0.1``, ``lpsda-nu0.125``: 128 points,
+Δt = 0.1, T = 5, 51 frames) and model: train with teacher forcing on one-step windows of
+``--window`` frames (AdamW, cosine schedule, lr 1e-3, weight decay 1e-4, Gaussian input
+noise σ = 0.001: the paper's recipe), stop when the budget of wall-clock seconds on one core is
+spent (the cosine schedule is sized from a timed first epoch), then roll out every test
+trajectory from its first ``window`` frames to T and report the full-trajectory relative L2.
+Runs go ``--jobs`` at a time, each on one thread.
+
+    python -m ssmpde.cli generate kuramoto-sivashinsky --preset lpsda-nu0.1 --samples 640 \\
+        --seed 1 --out ks_nu0.1.nc      # likewise nu0.075, nu0.125
+    python benchmarks/bench_ks_learning.py --data-dir . --budget 180 --train 128 --test 128
+
+Writes ``benchmarks/results/ks_learning.json``. The paper (SS-NO, 64 states, 500 epochs)
+reports 0.0086 / 0.0026 / 0.0013 for ν = 0.075 / 0.1 / 0.125.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import RESULTS, header, write  # noqa: E402
+
+VISCOSITIES = ("0.075", "0.1", "0.125")
+PAPER = {"0.075": 0.0086, "0.1": 0.0026, "0.125": 0.0013}
+#: label: (model, preset, overrides)
+MODELS = {
+    "ssno_memory": ("ssno", "ks", {}),
+    "ssno_no_memory": ("ssno", "ks", {"memory": False}),
+    "fno_1d": ("fno", "burgers", {}),
+    "geomano_1d": ("geomano", "1d", {}),
+}
+
+
+def split(data: Path, train: int, test: int, workdir: Path) -> tuple[Path, Path]:
+    """The first ``train`` samples followed by the last ``test`` (one file, for ``num_test``),
+    and the test samples alone."""
+    from ssmpde import data as schema
+
+    ds = schema.load_dataset(data)
+    n = ds.sizes["sample"]
+    if train + test > n:
+        raise SystemExit(f"{data} has {n} samples; --train {train} + --test {test} is more")
+    both = ds.isel(sample=list(range(train)) + list(range(n - test, n)))
+    paths = workdir / f"{data.stem}_train.nc", workdir / f"{data.stem}_test.nc"
+    schema.save(both, paths[0], overwrite=True)
+    schema.save(ds.isel(sample=slice(n - test, n)), paths[1], overwrite=True)
+    return paths
+
+
+def run_one(label, nu, train_file, test_file, budget, window, test, runs):
+    import torch
+
+    torch.set_num_threads(1)
+    from ssmpde.surrogates import parameter_count
+    from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
+
+    name, preset, overrides = MODELS[label]
+    common = dict(batch_size=32, lr=1e-3, weight_decay=1e-4, noise_std=0.001,
+                  schedule="cosine", window=window, horizon=1, mode="teacher-forcing",
+                  num_test=test, seed=0)
+    probe = runs / f"{label}-{nu}-probe"
+    shutil.rmtree(probe, ignore_errors=True)
+    started = time.perf_counter()
+    train(name, train_file, out=probe, preset=preset, model_overrides=overrides,
+          config=TrainConfig(epochs=1, **common), progress=False)
+    epoch_seconds = time.perf_counter() - started
+    epochs = max(1, int(budget // epoch_seconds))
+    run = runs / f"{label}-{nu}"
+    shutil.rmtree(run, ignore_errors=True)
+    started = time.perf_counter()
+    metrics = train(name, train_file, out=run, preset=preset, model_overrides=overrides,
+                    config=TrainConfig(epochs=epochs, **common), progress=False,
+                    time_limit=budget)
+    seconds = time.perf_counter() - started
+    evaluation = evaluate(run, test_file)
+    model, _ = load_checkpoint(run)
+    return {"model": label, "viscosity": nu, "parameters": parameter_count(model),
+            "epoch_seconds": epoch_seconds, "epochs_planned": epochs,
+            "epochs_done": metrics["epoch"], "train_seconds": seconds,
+            "final_train_loss": metrics["train_loss"],
+            "test_rel_l2_trajectory": evaluation["rel_l2"]}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True,
+                        help="folder with ks_nu0.075.nc, ks_nu0.1.nc, ks_nu0.125.nc")
+    parser.add_argument("--budget", type=float, default=180.0, help="seconds per model")
+    parser.add_argument("--train", type=int, default=128, help="training trajectories")
+    parser.add_argument("--test", type=int, default=128, help="test trajectories")
+    parser.add_argument("--window", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--viscosities", nargs="+", default=list(VISCOSITIES),
+                        choices=list(VISCOSITIES))
+    parser.add_argument("--runs", type=Path, default=Path(tempfile.gettempdir()) / "ks-runs")
+    parser.add_argument("--out", type=Path, default=RESULTS / "ks_learning.json")
+    args = parser.parse_args(argv)
+    args.runs.mkdir(parents=True, exist_ok=True)
+    files = {nu: split(args.data_dir / f"ks_nu{nu}.nc", args.train, args.test, args.runs)
+             for nu in args.viscosities}
+    result = header("ks_learning")
+    result.update({"budget_seconds_per_model": args.budget, "threads_per_model": 1,
+                   "parallel_jobs": args.jobs, "train_trajectories": args.train,
+                   "test_trajectories": args.test, "window": args.window,
+                   "paper_ssno_64_states": PAPER, "rows": []})
+    jobs = [(label, nu) for nu in args.viscosities for label in args.models]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+        futures = [pool.submit(run_one, label, nu, *files[nu], args.budget, args.window,
+                               args.test, args.runs) for label, nu in jobs]
+        for future in futures:
+            row = future.result()
+            result["rows"].append(row)
+            print(f"ν {row['viscosity']:>5} {row['model']:>15}: {row['parameters']:,} "
+                  f"parameters, {row['epochs_done']} epochs, trajectory rel. L2 "
+                  f"{row['test_rel_l2_trajectory']:.4f}", flush=True)
+    write(result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

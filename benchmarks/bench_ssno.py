@@ -1,0 +1,77 @@
+"""SS-NO's S4D by FFT against the loop recurrence: forward + backward of the KS preset.
+
+The ``ks`` preset (128 points, window 4 with temporal memory, 4 blocks, width 64, 64 states),
+batch 32, float32, one training step's forward and backward with ``s4d_backend="fft"`` and
+``"reference"`` on the same weights and inputs, alternating, medians of ``--repeats`` rounds.
+The two outputs are compared too (they compute the same function).
+
+    python benchmarks/bench_ssno.py          # writes benchmarks/results/ssno.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import RESULTS, header, write  # noqa: E402
+
+
+def step_seconds(model, x):
+    start = time.perf_counter()
+    out = model(x)
+    out.square().mean().backward()
+    seconds = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    return seconds, out.detach()
+
+
+def main(argv=None) -> dict:
+    from ssmpde.surrogates import build_model, parameter_count
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS / "ssno.json")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    models = {backend: build_model("ssno", preset="ks", s4d_backend=backend)
+              for backend in ("fft", "reference")}
+    models["reference"].load_state_dict(models["fft"].state_dict())
+    config = models["fft"].config
+    x = torch.randn(args.batch, config.window, config.in_channels, *config.grid)
+    for model in models.values():  # warm-up outside the timing
+        step_seconds(model, x)
+    times = {name: [] for name in models}
+    outputs = {}
+    for _ in range(args.repeats):
+        for name, model in models.items():
+            seconds, outputs[name] = step_seconds(model, x)
+            times[name].append(seconds)
+    ratios = np.array(times["reference"]) / np.array(times["fft"])
+    difference = float((outputs["fft"] - outputs["reference"]).abs().max()
+                       / outputs["reference"].abs().max())
+    result = header("ssno_s4d")
+    result.update({
+        "model": {"preset": "ks", "parameters": parameter_count(models["fft"]),
+                  "batch": args.batch, "grid": list(config.grid), "window": config.window},
+        "threads": torch.get_num_threads(),
+        "seconds_per_step": {name: float(np.median(t)) for name, t in times.items()},
+        "speedup": float(np.median(ratios)), "speedups": ratios.round(2).tolist(),
+        "max_relative_difference": difference})
+    s = result["seconds_per_step"]
+    print(f"SS-NO ks preset, batch {args.batch}, forward+backward: S4D by FFT "
+          f"{s['fft'] * 1e3:.0f} ms, loop recurrence {s['reference'] * 1e3:.0f} ms, "
+          f"{result['speedup']:.0f}x; outputs agree to {difference:.1e}")
+    write(result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()
