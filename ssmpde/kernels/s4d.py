@@ -29,20 +29,27 @@ the two together in values and every gradient.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 __all__ = ["s4d", "s4d_convolution", "s4d_kernel", "zoh_input_factor"]
 
-#: Below this modulus ``(e^z − 1)/z`` is summed as its Taylor series (error < |z|^4/120).
+#: Below this modulus ``(e^z − 1)/z`` is summed as its Taylor series: nine terms leave an error
+#: below |z|^9/10! < 3e-25 (value) and 1e-19 (derivative), under float64 rounding.
 _SERIES_BELOW = 1e-2
+_SERIES_TERMS = 9
 
 
 def zoh_input_factor(dtA: torch.Tensor) -> torch.Tensor:
-    """``(exp(z) − 1) / z`` for complex ``z = ΔA``, accurate (and differentiable) near 0."""
+    """``(exp(z) − 1) / z = Σ_k z^k / (k + 1)!`` for complex ``z = ΔA``, accurate (and
+    differentiable) near 0, where the quotient cancels."""
     small = dtA.abs() < _SERIES_BELOW
     safe = torch.where(small, torch.ones_like(dtA), dtA)
-    series = 1 + dtA * (0.5 + dtA * (1 / 6 + dtA / 24))
+    series = torch.ones_like(dtA) / math.factorial(_SERIES_TERMS)
+    for k in range(_SERIES_TERMS - 1, 0, -1):  # Horner, from the highest term down
+        series = 1 / math.factorial(k) + dtA * series
     return torch.where(small, series, torch.expm1(safe) / safe)
 
 
