@@ -130,6 +130,35 @@ def table() -> str:
                      f"{geomano['cpu_scan_seconds']:.2f} s (CPU scans)",
                      f"{geomano['reference_scan_seconds']:.0f} s (reference scans)",
                      f"**{geomano['speedup']:.0f}x**", _when(geomano)))
+    ssno = _load("ssno")
+    if ssno:
+        s = ssno["seconds_per_step"]
+        m = ssno["model"]
+        rows.append((f"SS-NO ks preset, train step (fwd+bwd), batch {m['batch']} at "
+                     f"{m['grid'][0]} points, window {m['window']}",
+                     f"{s['fft'] * 1e3:.0f} ms (S4D by FFT)",
+                     f"{s['reference']:.2f} s (loop recurrence)", f"**{ssno['speedup']:.0f}x**",
+                     _when(ssno)))
+    learning = _load("ks_learning")
+    if learning:
+        by = {(r["viscosity"], r["model"]): r for r in learning["rows"]}
+        for nu, paper in learning["paper_ssno_64_states"].items():
+            ssno_row, fno_row = by.get((nu, "ssno_memory")), by.get((nu, "fno_1d"))
+            if not (ssno_row and fno_row):
+                continue
+            error = {label: row["test_rel_l2_trajectory"] for (v, label), row in by.items()
+                     if v == nu}
+            others = ", ".join(f"{label.replace('_', ' ')} {error[label]:.3f}"
+                               for label in ("ssno_no_memory", "geomano_1d") if label in error)
+            rows.append((f"KS lpsda ν {nu}, 128 points: trajectory rel. L2 after "
+                         f"{learning['budget_seconds_per_model']:.0f} s CPU per model "
+                         f"(paper, 500 epochs: {paper})",
+                         f"{ssno_row['test_rel_l2_trajectory']:.3f} (SS-NO with memory, "
+                         f"{ssno_row['epochs_done']} epochs; {others})",
+                         f"{fno_row['test_rel_l2_trajectory']:.3f} (FNO 1D, "
+                         f"{fno_row['epochs_done']} epochs)",
+                         f"{error['ssno_memory'] / error['fno_1d']:.2f}",
+                         _when(learning)))
     for task in ("darcy", "navier-stokes"):
         result = _load(f"training_{task}")
         if result and {"geomano", "fno"} <= set(result["models"]):

@@ -38,10 +38,13 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="a small model (smoke test)")
     parser.add_argument("--out", type=Path, default=RESULTS / "ssno.json")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    models = {backend: build_model("ssno", preset="ks", s4d_backend=backend)
+    small = dict(width=8, lifting=8, depth=2, state_size=4, memory_state_size=4,
+                 grid=(32,)) if args.tiny else {}
+    models = {backend: build_model("ssno", preset="ks", s4d_backend=backend, **small)
               for backend in ("fft", "reference")}
     models["reference"].load_state_dict(models["fft"].state_dict())
     config = models["fft"].config
