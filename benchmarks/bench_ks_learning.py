@@ -20,6 +20,7 @@ reports 0.0086 / 0.0026 / 0.0013 for ν = 0.075 / 0.1 / 0.125.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import shutil
 import sys
@@ -62,7 +63,15 @@ def split(data: Path, train: int, test: int, workdir: Path) -> tuple[Path, Path]
 def run_one(label, nu, train_file, test_file, budget, window, test, runs):
     import torch
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _run_one(label, nu, train_file, test_file, budget, window, test, runs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_one(label, nu, train_file, test_file, budget, window, test, runs):
     from ssmpde.surrogates import parameter_count
     from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
 
@@ -117,12 +126,17 @@ def main(argv=None) -> dict:
                    "test_trajectories": args.test, "window": args.window,
                    "paper_ssno_64_states": PAPER, "rows": []})
     jobs = [(label, nu) for nu in args.viscosities for label in args.models]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_one, label, nu, *files[nu], args.budget, args.window,
-                               args.test, args.runs) for label, nu in jobs]
-        for future in futures:
-            row = future.result()
+    arguments = [(label, nu, *files[nu], args.budget, args.window, args.test, args.runs)
+                 for label, nu in jobs]
+    with contextlib.ExitStack() as stack:
+        if args.jobs > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(
+                args.jobs, mp_context=multiprocessing.get_context("spawn")))
+            rows = (future.result() for future in
+                    [pool.submit(run_one, *a) for a in arguments])
+        else:  # in this process, one after the other
+            rows = (run_one(*a) for a in arguments)
+        for row in rows:
             result["rows"].append(row)
             print(f"ν {row['viscosity']:>5} {row['model']:>15}: {row['parameters']:,} "
                   f"parameters, {row['epochs_done']} epochs, trajectory rel. L2 "
