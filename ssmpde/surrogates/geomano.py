@@ -36,6 +36,8 @@ from .layers import (
     GeometryEncoder,
     ResidualLayer,
     SelectiveScanMixer,
+    unit_coordinates,
+    with_coordinates,
 )
 
 __all__ = ["GeoMaNO", "GeoMaNOConfig"]
@@ -188,10 +190,7 @@ class GeoMaNO(nn.Module):
         dims = len(config.grid)
         # The geometry the encoder sees: every point's coordinates in [0, 1] next to its
         # values, so the input-adaptive weights can group points by where they are.
-        axes = [torch.linspace(0.0, 1.0, n) for n in config.grid]
-        self.register_buffer("coordinates",
-                             torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0),
-                             persistent=False)
+        self.register_buffer("coordinates", unit_coordinates(config.grid), persistent=False)
         features = config.in_channels + dims
         if config.positional_encoding:
             self.register_buffer("position_embedding",
@@ -217,8 +216,8 @@ class GeoMaNO(nn.Module):
         if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
             raise ValueError(f"GeoMaNO expects input [batch, {', '.join(map(str, expected))}] "
                              f"(in_channels, *grid of its config), got {list(x.shape)}")
-        coords = self.coordinates.to(x.dtype).expand(x.shape[0], *self.coordinates.shape)
-        tokens, points = self.encoder(torch.cat([x, coords], dim=1), return_points=True)
+        tokens, points = self.encoder(with_coordinates(x, self.coordinates),
+                                      return_points=True)
         if self.config.positional_encoding:
             tokens = tokens + self.position_embedding.to(tokens.dtype)
         for layer in self.layers:

@@ -53,6 +53,18 @@ def channels_first(x: torch.Tensor) -> torch.Tensor:
     return x.movedim(-1, 1)
 
 
+def unit_coordinates(grid: tuple[int, ...]) -> torch.Tensor:
+    """``[len(grid), *grid]``: each point's coordinates in [0, 1], endpoints included."""
+    axes = [torch.linspace(0.0, 1.0, n) for n in grid]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0)
+
+
+def with_coordinates(x: torch.Tensor, coordinates: torch.Tensor) -> torch.Tensor:
+    """``x [batch, channels, *grid]`` with the coordinate channels appended."""
+    coords = coordinates.to(x.dtype).expand(x.shape[0], *coordinates.shape)
+    return torch.cat([x, coords], dim=1)
+
+
 def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
     return x + torch.log(-torch.expm1(-x))
 

@@ -39,6 +39,7 @@ from torch import nn
 from ssmpde.kernels.s4d import s4d
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .layers import unit_coordinates, with_coordinates
 
 __all__ = ["S4DLayer", "SSNO", "SSNOConfig"]
 
@@ -228,10 +229,7 @@ class SSNO(nn.Module):
                             "ssmpde.surrogates.build_model('ssno', ...)")
         self.config = config
         dims = len(config.grid)
-        axes = [torch.linspace(0.0, 1.0, n) for n in config.grid]
-        self.register_buffer("coordinates",
-                             torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0),
-                             persistent=False)
+        self.register_buffer("coordinates", unit_coordinates(config.grid), persistent=False)
         self.uses_memory = config.memory
         frames = 1 if config.memory else config.window
         self.lift = _PointwiseMLP(frames * config.in_channels + dims, config.lifting,
@@ -243,8 +241,7 @@ class SSNO(nn.Module):
         self.project = _PointwiseMLP(config.width, config.lifting, config.out_channels)
 
     def _lift(self, x: torch.Tensor) -> torch.Tensor:
-        coords = self.coordinates.to(x.dtype).expand(x.shape[0], *self.coordinates.shape)
-        return self.lift(torch.cat([x, coords], dim=1))
+        return self.lift(with_coordinates(x, self.coordinates))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.config

@@ -18,6 +18,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 MODULES = {"geomano": "tests.surrogates.test_geomano", "ssno": "tests.surrogates.test_ssno"}
 
 
+def check_golden(path: Path, out) -> None:
+    """Assert ``out`` equals the golden file at ``path`` (float64, rtol 1e-10)."""
+    import torch
+
+    expected = json.loads(path.read_text())
+    assert list(out.shape) == expected["shape"]
+    torch.testing.assert_close(out.flatten(), torch.tensor(expected["values"],
+                                                            dtype=torch.float64),
+                               rtol=1e-10, atol=1e-12)
+    assert path.stat().st_size < 50_000
+
+
 def write_golden(model: str) -> None:
     module = importlib.import_module(MODULES[model])
     out = module.golden_output()
