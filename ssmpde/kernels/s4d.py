@@ -86,9 +86,12 @@ def s4d_kernel(log_dt: torch.Tensor, damping: torch.Tensor, frequency: torch.Ten
     dtA = dt * A                                                          # [H, N]
     weights = torch.view_as_complex(C.contiguous()) * (dt * zoh_input_factor(dtA))  # [S, H, N]
     lags = torch.arange(length, device=C.device, dtype=log_dt.dtype)
-    # Vandermonde exp(ΔA l) [H, N, L]; Re(ΔA) ≤ 0 so every power has modulus ≤ 1.
-    powers = torch.exp(dtA.unsqueeze(-1) * lags)
-    return 2 * torch.einsum("shn,hnl->shl", weights, powers).real
+    # exp(ΔA l) = e^{Re(ΔA) l} (cos + i sin)(Im(ΔA) l) [H, N, L], in real arithmetic (complex
+    # exp is several times slower on a CPU); Re(ΔA) ≤ 0, so every factor has modulus ≤ 1.
+    decay = torch.exp(dtA.real.unsqueeze(-1) * lags)
+    angle = dtA.imag.unsqueeze(-1) * lags
+    return 2 * (torch.einsum("shn,hnl->shl", weights.real, decay * torch.cos(angle))
+                - torch.einsum("shn,hnl->shl", weights.imag, decay * torch.sin(angle)))
 
 
 def s4d_convolution(u: torch.Tensor, kernel: torch.Tensor,
