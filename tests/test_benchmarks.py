@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 
 def test_navier_stokes_benchmark_runs(tmp_path):
     from benchmarks import bench_navier_stokes
@@ -99,6 +101,7 @@ def test_ssno_benchmark_runs(tmp_path):
     assert result["max_relative_difference"] < 1e-5  # float32 FFT against the float64 loop
 
 
+@pytest.mark.slow  # trains, evaluates and rolls out a model: about 15 s
 def test_ks_learning_benchmark_runs(tmp_path):
     from benchmarks import bench_ks_learning
     from ssmpde.solvers import generate

@@ -230,6 +230,7 @@ def test_resume_refuses_a_different_model(darcy_files, tmp_path):
 # ---------------------------------------------------------------------------------------
 # Distributed: torchrun with two CPU processes (gloo) against one process.
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # two torchrun processes start torch twice: about 25 s on 2 cores
 def test_torchrun_two_processes_match_one(darcy_files, tmp_path):
     train_file, _ = darcy_files
     args = ["train", "geomano", "--data", str(train_file), "--preset", "darcy",
