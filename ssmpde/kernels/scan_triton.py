@@ -755,8 +755,6 @@ class _SelectiveScan2dFn(torch.autograd.Function):
             out, ckpt, channels, height, width, state, groups, cpg, num_ckpt, **flags, **LAUNCH)
         ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, ckpt)
         ctx.meta = (layouts, groups, cpg, num_blocks, num_ckpt, num_row_chunks, flags)
-        ctx.dtypes = {name: None if t is None else t.dtype for name, t in
-                      (("A", A), ("D", D), ("R", R), ("z", z), ("bias", delta_bias))}
         return out
 
     @staticmethod
@@ -768,7 +766,8 @@ class _SelectiveScan2dFn(torch.autograd.Function):
         acc = ckpt.dtype
         dev = u.device
         dout = dout.contiguous()
-        input_dtypes = (u.dtype, delta.dtype)
+        # Gradients come back in the inputs' own dtypes.
+        dtypes = [None if t is None else t.dtype for t in (u, delta, A, D, R, z, delta_bias)]
         if u.is_cuda and any(t is not None and t.dtype in _HALF for t in
                              (u, delta, A, Bg, Cg, D, R, z, delta_bias, dout)):
             # Triton 3.6 compiles this kernel for 16-bit inputs into code that faults with
@@ -795,15 +794,14 @@ class _SelectiveScan2dFn(torch.autograd.Function):
             du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA),
             channels, height, width, state, groups, cpg, num_ckpt, num_row_chunks, num_blocks,
             **flags, **LAUNCH)
-        # Gradients in the dtypes of the inputs (autograd also casts; be explicit).
-        dtypes = ctx.dtypes
-        return (du.to(input_dtypes[0]), ddelta.to(input_dtypes[1]), dA.sum(0).to(dtypes["A"]),
+        u_t, delta_t, A_t, D_t, R_t, z_t, bias_t = dtypes
+        return (du.to(u_t), ddelta.to(delta_t), dA.sum(0).to(A_t),
                 _reduce_grouped(dB, layouts[0], groups, num_blocks),
                 _reduce_grouped(dC, layouts[1], groups, num_blocks),
-                None if D is None else dD.sum(0).to(dtypes["D"]),
-                None if R is None else dR.sum(0).to(dtypes["R"]),
-                None if z is None else dz.to(dtypes["z"]),
-                None if delta_bias is None else ddelta.sum(dim=(0, 2, 3)).to(dtypes["bias"]),
+                None if D is None else dD.sum(0).to(D_t),
+                None if R is None else dR.sum(0).to(R_t),
+                None if z is None else dz.to(z_t),
+                None if delta_bias is None else ddelta.sum(dim=(0, 2, 3)).to(bias_t),
                 None, None)
 
 

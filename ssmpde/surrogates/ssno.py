@@ -230,7 +230,6 @@ class SSNO(nn.Module):
         self.config = config
         dims = len(config.grid)
         self.register_buffer("coordinates", unit_coordinates(config.grid), persistent=False)
-        self.uses_memory = config.memory
         frames = 1 if config.memory else config.window
         self.lift = _PointwiseMLP(frames * config.in_channels + dims, config.lifting,
                                   config.width)
@@ -252,7 +251,7 @@ class SSNO(nn.Module):
         if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
             raise ValueError(f"SS-NO expects input [batch, {', '.join(map(str, expected))}] "
                              f"(window, in_channels, *grid of its config), got {given}")
-        if not self.uses_memory:
+        if not c.memory:
             v = self._lift(x.flatten(1, 2))
             for block in self.blocks:
                 v = block(v)
