@@ -92,6 +92,17 @@ def table() -> str:
                          f"{row['triton']['peak_mib']:.0f} MiB (Triton)",
                          f"{row['loop']['seconds'] * 1e3:.0f} ms, {row['loop']['peak_mib']:.0f} "
                          "MiB (PyTorch loop on the GPU)", f"**{row['speedup']:.0f}x**", when))
+    trained = _load("training_darcy_gpu")
+    if trained:
+        paper = trained["paper"]
+        rows.append((f"GPU training: GeoMaNO darcy preset, FNO Darcy 1000/200 at 85², "
+                     f"{trained['epochs']} epochs, batch 4",
+                     f"test rel. L2 {trained['test_rel_l2']:.4f}; "
+                     f"{trained['seconds_per_epoch_min']:.1f} s/epoch (median "
+                     f"{trained['seconds_per_epoch_median']:.1f} on a shared GPU)",
+                     f"paper: {paper['test_rel_l2']}; {paper['seconds_per_epoch']} s/epoch",
+                     f"{paper['seconds_per_epoch'] / trained['seconds_per_epoch_min']:.1f}x "
+                     "epoch speed", f"{trained['date'][:10]}, {trained['device']}"))
     ks = _load("ks")
     if ks:
         r = ks["radau_comparison"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import multiprocessing
 import os
 import platform
@@ -358,7 +359,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--gpu", action="store_true",
                         help="time the Triton kernels on CUDA (writes scan_gpu.json)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--tuning", type=Path,
+                        help="JSON of benchmarks/gpu/tune_scan.py: time the 1D scan with its "
+                             "best setting instead of the defaults")
     args = parser.parse_args(argv)
+    if args.tuning:
+        from ssmpde.kernels import scan_triton
+
+        best = json.loads(args.tuning.read_text())["best"]
+        scan_triton.DEFAULT_CHUNK_SIZE = best["chunk_size"]
+        scan_triton.TUNING.update(scan_fwd=best["scan_fwd"], scan_bwd=best["scan_bwd"])
+        print(f"1D tuning from {args.tuning}: {best}")
     if args.gpu:
         if not torch.cuda.is_available():
             raise SystemExit("--gpu needs a CUDA device")

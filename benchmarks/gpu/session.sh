@@ -6,7 +6,9 @@
 #   bash benchmarks/gpu/session.sh setup    # carried wheels; start the mamba-ssm build detached
 #   bash benchmarks/gpu/session.sh data     # Darcy data: 1000 + 200 FNO samples at 85²
 #   bash benchmarks/gpu/session.sh test     # kernel tests compiled on CUDA (tests/kernels)
-#   bash benchmarks/gpu/session.sh bench    # benchmarks/bench_scan.py --gpu (waits for the build)
+#   bash benchmarks/gpu/session.sh tune S   # sweep the 1D scan's tuning for S seconds
+#   bash benchmarks/gpu/session.sh bench    # benchmarks/bench_scan.py --gpu (waits for the build;
+#                                           # with the tune step's best setting if it ran)
 #   bash benchmarks/gpu/session.sh train N  # GeoMaNO Darcy preset, N epochs, detached
 #   bash benchmarks/gpu/session.sh wait S   # wait up to S seconds for the training; summarise
 #
@@ -20,7 +22,7 @@ LOGS=${LOGS:-/tmp/ssmpde-gpu}
 mkdir -p "$LOGS"
 export PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build:$PWD
 export PYTHONUNBUFFERED=1
-step=${1:?usage: session.sh wheels|setup|data|test|bench|train N|wait S}
+step=${1:?usage: session.sh wheels|setup|data|test|tune S|bench|train N|wait S}
 
 case "$step" in
 wheels)
@@ -52,13 +54,19 @@ test)
         tests/kernels/test_scan_triton.py tests/kernels/test_reference.py \
         tests/kernels/test_cross_scan.py -W ignore::DeprecationWarning
     ;;
-bench)
+tune|bench)
     for _ in $(seq 600); do
         grep -q "built selective_scan_cuda\|Error\|error:" "$LOGS/mamba_build.log" && break
         sleep 1
     done
     tail -3 "$LOGS/mamba_build.log"
-    python3 benchmarks/bench_scan.py --gpu --repeats ${REPEATS:-20}
+    if [ "$step" = tune ]; then
+        python3 benchmarks/gpu/tune_scan.py --budget "${2:-240}" --out "$LOGS/tune.json"
+    else
+        tuning=()
+        [ -f "$LOGS/tune.json" ] && tuning=(--tuning "$LOGS/tune.json")
+        python3 benchmarks/bench_scan.py --gpu --repeats ${REPEATS:-20} "${tuning[@]}"
+    fi
     ;;
 train)
     epochs=${2:?epochs}

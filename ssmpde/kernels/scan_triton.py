@@ -20,7 +20,9 @@ Design, shared by both scans:
   ``[batch, channel, state, length]`` (mamba-ssm's strategy).
 * Reductions across programs (``dA, dR, dD`` over batch; ``dB, dC`` over the channels of a group;
   ``d delta_bias``) are written to per-program partial buffers and summed in torch afterwards, so
-  results do not depend on scheduling order (no atomics).
+  results do not depend on scheduling order. The one exception is the 1D backward's ``dB, dC``
+  (partials of ``[batch, channel blocks, state, L]`` would be the largest buffer by far): it adds
+  them atomically, as mamba-ssm does, unless ``torch.use_deterministic_algorithms(True)`` is on.
 
 Under ``TRITON_INTERPRET=1`` the kernels run on CPU tensors (that is how the tests run without a
 GPU); compiled, they need CUDA tensors.
@@ -41,18 +43,23 @@ __all__ = ["selective_scan_2d_triton", "selective_scan_triton"]
 #: to 2048 per chunk with a thread-block scan; a Triton program holds a
 #: ``[BLOCK_D, BLOCK_N, CHUNK]`` tile in registers, so a smaller chunk keeps register pressure
 #: bounded while the carry still crosses chunks in registers.
-DEFAULT_CHUNK_SIZE = 64
+DEFAULT_CHUNK_SIZE = 32
 
 #: Default number of rows between the 2D forward's saved states (checkpoints). The 2D backward
 #: recomputes that many rows into a per-program scratch buffer.
 DEFAULT_ROW_CHUNK = 16
 
-#: Launch options of every kernel (``num_warps``, ``num_stages``): one place to tune them.
-LAUNCH: dict = {}
-
-#: Upper bound on channels per program: more channels per program share one ``B``/``C`` load but
-#: multiply the register tile.
-_MAX_BLOCK_D = 4
+#: Tuning of each kernel: ``max_block_d`` bounds the channels per program (the block is the
+#: largest power of two not above it that divides the channels per group: more channels share
+#: one ``B``/``C`` load but multiply the register tile) and the rest are Triton launch options
+#: (``num_warps``, ``num_stages``). Results do not depend on it beyond rounding;
+#: ``benchmarks/gpu/tune_scan.py`` measures the choices on a GPU.
+TUNING: dict[str, dict] = {
+    "scan_fwd": dict(max_block_d=4, num_warps=2),
+    "scan_bwd": dict(max_block_d=2, num_warps=4),
+    "scan_2d_fwd": dict(max_block_d=4),
+    "scan_2d_bwd": dict(max_block_d=4),
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,6 +237,7 @@ def _scan_bwd_kernel(
     HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
     BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, DTYPE: tl.constexpr,
+    ATOMIC: tl.constexpr,
 ):
     """1D backward: chunks in reverse processing order, states recomputed per chunk.
 
@@ -239,8 +247,9 @@ def _scan_bwd_kernel(
     ``g_t = dy_t C_t + Ā_{t+1} g_{t+1}`` and is a reverse associative scan; its carry between
     chunks is ``G = Ā_first g_first`` (∂L/∂h just before the chunk), which after the first chunk is
     ``∂L/∂initial_state``. ``Ā_t h_{t-1}`` is taken as ``h_t − B̄x_t`` (as mamba-ssm does), so no
-    shifted state is needed. Per-position gradients are stored directly; ``dB, dC`` as one
-    partial per channel block, ``dA, dR, dD`` as one partial per batch element.
+    shifted state is needed. Per-position gradients are stored directly; ``dB, dC`` are added
+    atomically into ``[batch, groups, state, L]`` (``ATOMIC``) or stored as one partial per
+    channel block; ``dA, dR, dD`` as one partial per batch element.
     """
     pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
     pid_d = tl.program_id(1)
@@ -343,13 +352,21 @@ def _scan_bwd_kernel(
         tl.store(du_ptr + offs, du.to(du_ptr.dtype.element_ty), mask=mask)
         tl.store(ddelta_ptr + offs, ddt.to(ddelta_ptr.dtype.element_ty), mask=mask)
 
-        # dB, dC summed over this block's channels (all in one group); the partial of each
-        # block is reduced over the blocks of a group in torch.
-        part = ((pid_b * num_blocks + pid_d) * state + offs_n[:, None]) * length + pos[None, :]
+        # dB, dC summed over this block's channels (all in one group). ATOMIC: added into the
+        # group's gradient directly (mamba-ssm's way; the order of the additions, and so the
+        # last bits, depend on scheduling); otherwise one partial per block, reduced over the
+        # blocks of a group in torch (deterministic, but [batch, blocks, state, L] of memory).
         dBt = tl.sum(dbx * (dt * u)[:, None, :], axis=0)
         dCt = tl.sum(dy[:, None, :] * hs, axis=0)
-        tl.store(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_nt)
-        tl.store(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_nt)
+        if ATOMIC:
+            part = ((pid_b * groups + group) * state + offs_n[:, None]) * length + pos[None, :]
+            tl.atomic_add(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_nt)
+            tl.atomic_add(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_nt)
+        else:
+            part = ((pid_b * num_blocks + pid_d) * state + offs_n[:, None]) * length \
+                + pos[None, :]
+            tl.store(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_nt)
+            tl.store(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_nt)
 
     tl.store(dh0_ptr + dn_offs, G.to(dh0_ptr.dtype.element_ty), mask=mask_dn)
     tl.store(dA_ptr + dn_offs, dA_acc.to(dA_ptr.dtype.element_ty), mask=mask_dn)
@@ -611,16 +628,19 @@ def _compute_dtype(u):
                                                                          tl.float32)
 
 
-def _block_d(channels_per_group):
-    """Largest power of two ``<= _MAX_BLOCK_D`` dividing ``channels_per_group``.
+def _tuning(kernel, channels_per_group):
+    """``(BLOCK_D, launch options)`` of ``kernel`` from :data:`TUNING`.
 
-    A channel block then lies inside one group of ``B``/``C``, so a program loads one tile of
+    ``BLOCK_D`` is the largest power of two ``<= max_block_d`` dividing ``channels_per_group``:
+    a channel block then lies inside one group of ``B``/``C``, so a program loads one tile of
     them and the ``dB``/``dC`` partials reduce per group by a reshape.
     """
+    options = dict(TUNING[kernel])
+    limit = options.pop("max_block_d")
     block = 1
-    while block * 2 <= _MAX_BLOCK_D and channels_per_group % (block * 2) == 0:
+    while block * 2 <= limit and channels_per_group % (block * 2) == 0:
         block *= 2
-    return block
+    return block, options
 
 
 def _as_grouped(x, spatial):
@@ -668,7 +688,7 @@ class _SelectiveScanFn(torch.autograd.Function):
             Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
             Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
         cpg = channels // groups
-        block_d = _block_d(cpg)
+        block_d, launch = _tuning("scan_fwd", cpg)
         num_blocks = channels // block_d
         num_chunks = max(triton.cdiv(length, chunk_size), 1)
         acc, acc_tl = _compute_dtype(u)
@@ -682,17 +702,20 @@ class _SelectiveScanFn(torch.autograd.Function):
         _scan_fwd_kernel[(batch, num_blocks)](
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
             _opt(h0, u), out, states,
-            channels, length, state, groups, cpg, num_chunks, **flags, **LAUNCH)
+            channels, length, state, groups, cpg, num_chunks, **flags, **launch)
         ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states)
-        ctx.meta = (layouts, groups, cpg, num_blocks, num_chunks, flags)
+        ctx.meta = (layouts, groups, cpg, num_chunks, flags)
         last_state = states[:, :, -1].to(u.dtype)
         return out, last_state
 
     @staticmethod
     def backward(ctx, dout, dlast):
         u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states = ctx.saved_tensors
-        layouts, groups, cpg, num_blocks, num_chunks, flags = ctx.meta
+        layouts, groups, cpg, num_chunks, flags = ctx.meta
         batch, channels, length = u.shape
+        block_d, launch = _tuning("scan_bwd", cpg)
+        num_blocks = channels // block_d
+        flags = dict(flags, BLOCK_D=block_d)
         state = A.shape[1]
         acc = states.dtype
         dev = u.device
@@ -701,8 +724,14 @@ class _SelectiveScanFn(torch.autograd.Function):
         du = _empty(u.shape, dtype=u.dtype, device=dev)
         ddelta = _empty(u.shape, dtype=acc, device=dev)
         dz = _empty(u.shape, dtype=acc, device=dev) if z is not None else None
-        dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
-        dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        # Atomics unless the user asked torch for deterministic algorithms.
+        atomic = not torch.are_deterministic_algorithms_enabled()
+        if atomic:
+            dB = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
+            dC = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
+        else:
+            dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+            dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
         dA = _empty((batch, channels, state), dtype=acc, device=dev)
         dR = _empty((batch, channels, state), dtype=acc, device=dev) if R is not None else None
         dD = _empty((batch, channels), dtype=acc, device=dev) if D is not None else None
@@ -711,10 +740,12 @@ class _SelectiveScanFn(torch.autograd.Function):
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
             _opt(h0, u), states, dout, dlast,
             du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA), dh0,
-            channels, length, state, groups, cpg, num_chunks, num_blocks, **flags, **LAUNCH)
+            channels, length, state, groups, cpg, num_chunks, num_blocks, **flags,
+            ATOMIC=atomic, **launch)
+        blocks = groups if atomic else num_blocks
         return (du, ddelta.to(delta.dtype), dA.sum(0).to(A.dtype),
-                _reduce_grouped(dB, layouts[0], groups, num_blocks),
-                _reduce_grouped(dC, layouts[1], groups, num_blocks),
+                _reduce_grouped(dB, layouts[0], groups, blocks),
+                _reduce_grouped(dC, layouts[1], groups, blocks),
                 None if D is None else dD.sum(0).to(D.dtype),
                 None if R is None else dR.sum(0).to(R.dtype),
                 _grad(z, dz),
@@ -738,7 +769,7 @@ class _SelectiveScan2dFn(torch.autograd.Function):
             Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
             Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
         cpg = channels // groups
-        block_d = _block_d(cpg)
+        block_d, launch = _tuning("scan_2d_fwd", cpg)
         num_blocks = channels // block_d
         num_row_chunks = triton.cdiv(height, row_chunk)
         # Only chunks 0 … num_row_chunks − 2 need their end state (restart points).
@@ -752,15 +783,15 @@ class _SelectiveScan2dFn(torch.autograd.Function):
                      BLOCK_W=triton.next_power_of_2(width), ROWS=row_chunk, DTYPE=acc_tl)
         _scan_2d_fwd_kernel[(batch, num_blocks)](
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
-            out, ckpt, channels, height, width, state, groups, cpg, num_ckpt, **flags, **LAUNCH)
+            out, ckpt, channels, height, width, state, groups, cpg, num_ckpt, **flags, **launch)
         ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, ckpt)
-        ctx.meta = (layouts, groups, cpg, num_blocks, num_ckpt, num_row_chunks, flags)
+        ctx.meta = (layouts, groups, cpg, num_ckpt, num_row_chunks, flags)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         u, delta, A, Bg, Cg, D, R, z, delta_bias, ckpt = ctx.saved_tensors
-        layouts, groups, cpg, num_blocks, num_ckpt, num_row_chunks, flags = ctx.meta
+        layouts, groups, cpg, num_ckpt, num_row_chunks, flags = ctx.meta
         batch, channels, height, width = u.shape
         state = A.shape[1]
         acc = ckpt.dtype
@@ -777,6 +808,9 @@ class _SelectiveScan2dFn(torch.autograd.Function):
             u, delta, A, Bg, Cg, D, R, z, delta_bias, dout = (
                 None if t is None else t.float()
                 for t in (u, delta, A, Bg, Cg, D, R, z, delta_bias, dout))
+        block_d, launch = _tuning("scan_2d_bwd", cpg)
+        num_blocks = channels // block_d
+        flags = dict(flags, BLOCK_D=block_d)
         tile = flags["BLOCK_D"] * flags["BLOCK_N"] * flags["BLOCK_W"]
         # Per-program scratch for one chunk of recomputed state rows: O(B·D·N·ROWS·W).
         scratch = _empty((batch, num_blocks, flags["ROWS"], tile), dtype=acc, device=dev)
@@ -793,7 +827,7 @@ class _SelectiveScan2dFn(torch.autograd.Function):
             scratch, dout,
             du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA),
             channels, height, width, state, groups, cpg, num_ckpt, num_row_chunks, num_blocks,
-            **flags, **LAUNCH)
+            **flags, **launch)
         u_t, delta_t, A_t, D_t, R_t, z_t, bias_t = dtypes
         return (du.to(u_t), ddelta.to(delta_t), dA.sum(0).to(A_t),
                 _reduce_grouped(dB, layouts[0], groups, num_blocks),
@@ -812,7 +846,7 @@ def _check_power_of_two(name, value):
 
 def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None,
                           delta_softplus=True, reverse=False, initial_state=None,
-                          return_last_state=False, chunk_size=DEFAULT_CHUNK_SIZE):
+                          return_last_state=False, chunk_size=None):
     r"""1D selective scan with GeoMaNO's geometric correction, as Triton kernels.
 
     .. math::
@@ -842,8 +876,8 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
         h before the first processed position (zero by default); differentiable.
     return_last_state : bool
         Also return h after the last processed position (differentiable).
-    chunk_size : int
-        Positions per chunk (a power of two); the backward restarts from the saved state at
+    chunk_size : int, optional
+        Positions per chunk (a power of two; :data:`DEFAULT_CHUNK_SIZE`); the backward restarts from the saved state at
         each chunk boundary. Tuning only: results do not depend on it beyond rounding.
 
     Returns
@@ -858,9 +892,12 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     in registers. The forward saves only the chunk-end states ``[batch, channel, chunks,
     state]``; the backward walks the chunks in reverse, recomputes each chunk's states in
     registers from the saved start state (no scratch buffer) and runs the adjoint recurrence as
-    a reverse associative scan. ``dA, dR, dD, d delta_bias`` (over batch) and ``dB, dC`` (over
-    the channels of a group) come from per-program partial buffers summed in torch: no atomics,
-    so results are deterministic. Accumulation is float32, or float64 for float64 inputs.
+    a reverse associative scan. ``dA, dR, dD, d delta_bias`` (over batch) come from per-program
+    partial buffers summed in torch. ``dB, dC`` (over the channels of a group) are added
+    atomically, as in mamba-ssm, so their last bits depend on scheduling; under
+    ``torch.use_deterministic_algorithms(True)`` they too come from partials summed in torch
+    (bit-reproducible, at ``2 · batch · channel / BLOCK_D · state · length`` extra floats).
+    Accumulation is float32, or float64 for float64 inputs.
 
     References
     ----------
@@ -872,6 +909,7 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     >>> out, h = selective_scan_triton(u, delta, A, B, C, D=D, z=z, delta_bias=bias,
     ...                                return_last_state=True)  # doctest: +SKIP
     """
+    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else chunk_size
     _check_power_of_two("chunk_size", chunk_size)
     out, last_state = _SelectiveScanFn.apply(u, delta, A, B, C, D, R, z, delta_bias,
                                              initial_state, delta_softplus, reverse, chunk_size)

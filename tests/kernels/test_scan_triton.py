@@ -178,6 +178,30 @@ def test_scan_1d_matches_reference(case):
     check_1d(**case)
 
 
+@pytest.fixture
+def deterministic():
+    """``torch.use_deterministic_algorithms(True)`` for one test, restored afterwards."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(dict(length=21, channels=4, groups=2, chunk_size=4), id="grouped2"),
+    pytest.param(dict(length=21, channels=8, reverse=True, return_last_state=True),
+                 id="shared-reverse"),
+    pytest.param(dict(length=17, channels=4, groups=4, dtype=torch.float64), id="float64"),
+])
+def test_scan_1d_deterministic_backward(case, deterministic):
+    """Under deterministic algorithms dB, dC come from partials summed in torch (no atomics):
+    still the reference's gradients, and bit-identical from run to run."""
+    first = check_1d(**case)
+    second = check_1d(**case)
+    for name, grad in first[1].items():
+        assert torch.equal(grad, second[1][name]), name
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 def test_half_precision_inputs(dtype):
     """Half-precision inputs accumulate in float32 and come back in their own dtype."""
