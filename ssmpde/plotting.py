@@ -23,10 +23,12 @@ import xarray as xr
 
 from . import data
 
-__all__ = ["plot_hybrid", "plot_snapshots"]
+__all__ = ["plot_hybrid", "plot_snapshots", "schlieren"]
 
 DIVERGING = "RdBu_r"
 SEQUENTIAL = "viridis"
+#: Attribute of a derived variable naming its sequential colour map (schlieren: gray_r).
+_CMAP = "ssmpde_cmap"
 ERROR_MAP = "magma"
 # Values smaller than this fraction of the largest magnitude shown count as zero when deciding
 # whether a field takes both signs (round-off around zero does not make a field signed).
@@ -214,7 +216,7 @@ def _draw_panel(fig, ax, da: xr.DataArray, label: str, *, xlabel: bool, ylabel: 
         vertical = data.Y if data.Y in da.dims else data.TIME
         y, y_label = _coord(da, vertical)
         values = da.transpose(vertical, data.X).values
-        scale = _scale(values)
+        scale = _scale(values, sequential=da.attrs.get(_CMAP, SEQUENTIAL))
         image = _draw(ax, values, x, y, scale,
                       aspect="equal" if vertical == data.Y else "auto")
         _colorbar(fig, image, ax, label)
@@ -297,7 +299,7 @@ def _draw_movie_row(fig, axes, da: xr.DataArray, times: np.ndarray, label: str, 
     frames = da.isel({data.TIME: list(times)}).transpose(data.TIME, data.Y, data.X)
     x, x_label = _coord(da, data.X)
     y, y_label = _coord(da, data.Y)
-    scale = _scale(frames.values)
+    scale = _scale(frames.values, sequential=da.attrs.get(_CMAP, SEQUENTIAL))
     time_units = _units(da[data.TIME], None) if data.TIME in da.coords else None
     for col, ax in enumerate(axes):
         image = _draw(ax, frames.values[col], x, y, scale)
@@ -307,10 +309,42 @@ def _draw_movie_row(fig, axes, da: xr.DataArray, times: np.ndarray, label: str, 
     _colorbar(fig, image, list(axes), label)
 
 
+def schlieren(ds: xr.Dataset, variable: str = "density") -> xr.DataArray:
+    """Numerical schlieren ``|∇q|`` of a 2D field ``q`` (default the density), per frame.
+
+    Second-order central differences in the interior, one-sided at the edges
+    (``numpy.gradient`` with the grid spacing from the coordinates). Shocks and contact
+    surfaces show as thin dark lines (drawn in ``gray_r``), as in a schlieren photograph.
+
+    Returns
+    -------
+    xarray.DataArray with ``q``'s dims, named ``schlieren_<variable>``, with units.
+    """
+    if variable not in ds.data_vars:
+        raise ValueError(f"schlieren: the dataset has no variable {variable!r}; it has "
+                         f"{sorted(ds.data_vars)}")
+    q = ds[variable]
+    if data.Y not in q.dims or data.X not in q.dims:
+        raise ValueError(f"schlieren needs a 2D field ({data.Y!r}, {data.X!r}); {variable!r} "
+                         f"has dims {q.dims}")
+    spacing = []
+    for dim in (data.Y, data.X):
+        nodes, _ = _coord(q, dim)
+        spacing.append(float(nodes[1] - nodes[0]) if nodes.size > 1 else 1.0)
+    axes = (q.dims.index(data.Y), q.dims.index(data.X))
+    gy, gx = np.gradient(np.asarray(q.values, dtype=np.float64), *spacing, axis=axes)
+    x_units = _units(q[data.X], None) if data.X in q.coords else None
+    units = f"{_units(q, '1')} / {x_units}" if x_units else _units(q, "1")
+    return xr.DataArray(np.hypot(gx, gy), coords=q.coords, dims=q.dims,
+                        name=f"schlieren_{variable}",
+                        attrs={"long_name": f"|∇ {q.attrs.get('long_name', variable)}|",
+                               "units": units, _CMAP: "gray_r"})
+
+
 def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *,
                    variables: str | Sequence[str] | None = None,
                    samples: Sequence[int] = (0, 1), num_times: int = 5,
-                   dpi: int = 110) -> pathlib.Path:
+                   schlieren_of: str | None = None, dpi: int = 110) -> pathlib.Path:
     """Write a figure of dataset fields, for any field and any (1D or 2D) grid.
 
     Layouts:
@@ -340,6 +374,9 @@ def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *,
         Positions along ``sample`` (those out of range are skipped).
     num_times : int
         Columns for time-dependent 2D fields.
+    schlieren_of : str, optional
+        Also draw the numerical schlieren ``|∇q|`` of this 2D field (:func:`schlieren`), e.g.
+        ``"density"`` for compressible flow.
 
     Raises
     ------
@@ -347,6 +384,11 @@ def plot_snapshots(ds: xr.Dataset, path: str | os.PathLike, *,
         For an unknown variable (the message lists the available ones), a variable without
         spatial dims, or an empty selection of variables or samples.
     """
+    if schlieren_of is not None:
+        names = _select_variables(ds, variables)
+        derived = schlieren(ds, schlieren_of)
+        ds = ds.assign({derived.name: derived})
+        variables = [*names, derived.name]
     return _save(_snapshot_figure(ds, variables=variables, samples=samples,
                                   num_times=num_times), path, dpi)
 

@@ -255,3 +255,23 @@ def test_failed_save_leaves_no_temporary(tmp_path, flow2d):
         plot_snapshots(flow2d, target, num_times=2)
     assert [p.name for p in tmp_path.iterdir()] == ["flow.xyz"]
     assert target.read_text() == "old"
+
+
+def test_schlieren_is_the_gradient_magnitude_and_is_drawn_in_grey(tmp_path):
+    """|∇ρ| of a linear ramp ρ = 1 + 2x + 3y is √13 everywhere (central differences are
+    exact for it, one-sided ones too); a schlieren panel joins the state fields."""
+    grid = data.grid_coordinates(8, ndim=2)
+    x, y = np.meshgrid(grid[X].values, grid[Y].values)
+    rho = np.broadcast_to(1 + 2 * x + 3 * y, (1, 2, 8, 8)).copy()
+    ds = dataset({"density": var((SAMPLE, TIME, Y, X), rho, "density", "1", "state")},
+                 sample=data.sample_coordinate(1), time=data.time_coordinate(np.arange(2.0)),
+                 **grid)
+    gradient = plotting.schlieren(ds)
+    np.testing.assert_allclose(gradient.values, np.sqrt(13.0), rtol=1e-12)
+    assert gradient.attrs["long_name"] == "|∇ density|"
+    fig = plotting._snapshot_figure(ds.assign(schlieren_density=gradient), samples=(0,),
+                                    variables=["density", "schlieren_density"], num_times=2)
+    assert [ax.images[0].get_cmap().name for ax in image_axes(fig)][-1] == "gray_r"
+    assert plot_snapshots(ds, tmp_path / "s.png", samples=(0,), schlieren_of="density").exists()
+    with pytest.raises(ValueError, match="no variable 'rho'"):
+        plotting.schlieren(ds, "rho")

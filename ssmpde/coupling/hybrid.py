@@ -84,13 +84,17 @@ class Conditions:
 
     @classmethod
     def from_dataset(cls, ds: xr.Dataset) -> Conditions:
-        """The ``parameter`` and ``forcing`` variables of a dataset (roles), by sample."""
+        """The ``parameter`` and ``forcing`` variables of a dataset (roles), by sample, and the
+        first frame of each time-dependent state as ``name@0`` (see ``infer_task``)."""
         roles = schema.roles_of(ds)
         static, series = {}, {}
         for name, role in roles.items():
             if role in ("parameter", "forcing"):
                 target = series if schema.TIME in ds[name].dims else static
                 target[name] = np.asarray(ds[name].transpose(schema.SAMPLE, ...).values)
+            elif role == "state" and schema.TIME in ds[name].dims:
+                static[f"{name}@0"] = np.asarray(
+                    ds[name].isel({schema.TIME: 0}).transpose(schema.SAMPLE, ...).values)
         times = ds[schema.TIME].values if series else None
         return cls(static, series, times)
 

@@ -44,6 +44,7 @@ __all__ = [
 BUILTIN_SOLVERS = (
     "burgers",
     "darcy",
+    "euler",
     "kuramoto_sivashinsky",
     "navier_stokes",
 )
@@ -171,6 +172,14 @@ class Checks:
         Fields whose spatial mean the PDE conserves (mean vorticity on the torus, mass, ...).
     positive : tuple of str
         Fields that must stay > 0 (density, pressure).
+    totals : mapping of str to callable
+        Conserved quantities that are functions of the fields (momentum, total energy):
+        ``name -> f(frame)`` with ``frame`` a mapping of field name to ``[batch, *grid]``
+        and ``f`` returning the quantity's density ``[batch, *grid]``; its spatial mean is
+        held to ``mean_tolerance`` like a conserved field's.
+    bounded : tuple of str, optional
+        Fields whose mean-square growth per step is bounded by ``growth_bound``; default
+        every field. A field that starts at rest (velocity 0) cannot have a growth bound.
     mean_tolerance : float
         Largest allowed change of a conserved mean in one step, relative to
         ``max(rms(previous), floor)``.
@@ -183,6 +192,9 @@ class Checks:
 
     conserved: tuple[str, ...] = ()
     positive: tuple[str, ...] = ()
+    totals: Mapping[str, Callable[[Mapping[str, np.ndarray]], np.ndarray]] = \
+        dataclasses.field(default_factory=dict)
+    bounded: tuple[str, ...] | None = None
     mean_tolerance: float = 0.05
     growth_bound: float = 1.5
     floor: float = 1e-6
@@ -193,6 +205,14 @@ class Checks:
         if not np.isfinite(proposed).all():
             return "non-finite values"
         axes = tuple(range(2, proposed.ndim))
+        for name, density in self.totals.items():
+            before = density(dict(zip(fields, np.moveaxis(previous, 1, 0))))
+            after = density(dict(zip(fields, np.moveaxis(proposed, 1, 0))))
+            space = tuple(range(1, before.ndim))
+            scale = np.maximum(np.sqrt(np.square(before).mean(axis=space)), self.floor)
+            relative = np.abs(after.mean(axis=space) - before.mean(axis=space)) / scale
+            if (relative > self.mean_tolerance).any():
+                return f"total {name} drift {relative.max():.3g} x rms > {self.mean_tolerance}"
         square_before = np.square(previous).mean(axis=axes)
         square_after = np.square(proposed).mean(axis=axes)
         scale = np.maximum(np.sqrt(square_before), self.floor)
@@ -206,6 +226,8 @@ class Checks:
                 if (relative > self.mean_tolerance).any():
                     return (f"mean {name} drift {relative.max():.3g} x rms > "
                             f"{self.mean_tolerance}")
+            if self.bounded is not None and name not in self.bounded:
+                continue
             growth = square_after[:, f] / np.maximum(square_before[:, f], self.floor ** 2)
             if (growth > self.growth_bound).any():
                 return f"mean-square growth of {name} {growth.max():.3g} > {self.growth_bound}"

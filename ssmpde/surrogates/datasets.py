@@ -196,7 +196,9 @@ def infer_task(ds: xr.Dataset, *, window: int = 1, horizon: int = 1,
     inputs, outputs : sequence of str, optional
         Given ``outputs`` (or steady data), an operator task from these selectors
         (``name`` or ``name@frame``). Without ``outputs`` on time-dependent data, ``inputs``
-        names the state fields of the rollout (default: every ``state`` variable).
+        names the state fields of the rollout (default: every ``state`` variable); the other
+        time-dependent states become conditioning through their first frame (``tracer@0``:
+        Euler surrogates that predict ρ, u, v, p and see where the tracer started).
     """
     roles = schema.roles_of(ds)
     states = [v for v, r in roles.items() if r == "state"]
@@ -217,8 +219,11 @@ def infer_task(ds: xr.Dataset, *, window: int = 1, horizon: int = 1,
         times = ds[TIME].values
         dt = float(times[1] - times[0]) if frames > 1 else 0.0
         conditioning, time_dependent = _conditioning(ds, roles, fields)
-        return Task("rollout", fields, fields, _grid_of(ds, fields[0]), conditioning, window,
-                    horizon, dt, time_dependent)
+        # Evolving states the model does not predict (a passive tracer) enter through their
+        # first frame: static, so a rollout never needs frames the model did not make.
+        context = tuple(f"{v}@0" for v in evolving if v not in fields)
+        return Task("rollout", fields, fields, _grid_of(ds, fields[0]), conditioning + context,
+                    window, horizon, dt, time_dependent)
     if inputs is None and outputs is None:
         inputs = tuple(v for v, r in roles.items() if r == "forcing"
                        or (r == "parameter" and ds[v].dims == (SAMPLE,)))

@@ -165,6 +165,31 @@ def test_checks_accept_a_correct_step_from_a_uniform_state():
     assert "pressure is not positive" in checks.failure(rest, negative, fields)
 
 
+def test_checks_of_derived_totals_and_bounded_fields():
+    """Compressible flow: total energy is conserved though no field's mean is, and a flow
+    that starts at rest (u = 0) must be allowed to move (no growth bound on u)."""
+    gamma = 1.4
+    fields = ("density", "velocity_x", "pressure")
+
+    def energy(f):
+        return 0.5 * f["density"] * f["velocity_x"] ** 2 + f["pressure"] / (gamma - 1)
+
+    checks = Checks(positive=("density", "pressure"), totals={"energy": energy},
+                    bounded=("density", "pressure"))
+    x = np.arange(16) / 16
+    rest = np.stack([1 + 0.2 * np.sin(2 * np.pi * x), 0 * x, 1 + 0 * x])[None]
+    # An exchange of internal for kinetic energy at constant total: accepted, although the
+    # velocity's mean square grows without bound from zero.
+    moving = rest.copy()
+    moving[0, 1] = 0.3 * np.sin(2 * np.pi * x)
+    moving[0, 2] = rest[0, 2] - (gamma - 1) * 0.5 * moving[0, 0] * moving[0, 1] ** 2
+    assert checks.failure(rest, moving, fields) is None
+    assert "growth of velocity_x" in Checks().failure(rest, moving, fields)
+    heated = moving.copy()
+    heated[0, 2] *= 1.2  # 20 % more internal energy from nowhere
+    assert "total energy drift" in checks.failure(rest, heated, fields)
+
+
 def test_surrogate_stepper_contract(ns_run):
     data, run = ns_run
     stepper = SurrogateStepper.from_checkpoint(run)
