@@ -22,11 +22,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py --out demo_output
 
+# Two workers: a cold run is mostly numba compiling, one kernel at a time per process.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n 2 -m slow
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -290,6 +290,9 @@ def _evaluate(args: argparse.Namespace) -> int:
                       overwrite=args.overwrite)
     print(f"relative L2 on {args.data}: {result['rel_l2']:.5g} (mean over "
           f"{len(result['rel_l2_per_sample'])} samples)")
+    if len(result["rel_l2_per_field"]) > 1:
+        print("per field: " + ", ".join(f"{name} {v:.4g}"
+                                        for name, v in result["rel_l2_per_field"].items()))
     if "rel_l2_per_step" in result:
         steps = ", ".join(f"{v:.4g}" for v in result["rel_l2_per_step"])
         print(f"per step: {steps}")

@@ -154,17 +154,28 @@ def _check_history(history: np.ndarray, *steppers) -> np.ndarray:
     if history.ndim < 4 or history.shape[1] < need:
         raise ValueError(f"history must be [batch, window >= {need}, field, *grid], got "
                          f"{list(history.shape)}")
-    fields = {tuple(s.fields) for s in steppers}
-    if len(fields) > 1:
-        raise ValueError(f"the steppers advance different fields: {sorted(fields)}")
-    if history.shape[2] != len(steppers[0].fields):
+    # The first stepper (the solver) advances every field; the others may advance a subset
+    # (an Euler surrogate that predicts ρ, u, v, p but not the passive tracer).
+    fields = tuple(steppers[0].fields)
+    for other in steppers[1:]:
+        extra = [f for f in other.fields if f not in fields]
+        if extra:
+            raise ValueError(f"the steppers advance different fields: {list(other.fields)} "
+                             f"has {extra}, which {list(fields)} lacks")
+    if history.shape[2] != len(fields):
         raise ValueError(f"history has {history.shape[2]} fields; the steppers advance "
-                         f"{list(steppers[0].fields)}")
+                         f"{list(fields)}")
     return history
 
 
-def _advance(stepper, window: np.ndarray, time: float, parameters) -> np.ndarray:
-    """One step of ``stepper`` from the last frames of ``window``, given the inputs it takes."""
+def _advance(stepper, window: np.ndarray, time: float, parameters,
+             fields: tuple[str, ...] | None = None) -> np.ndarray:
+    """One step of ``stepper`` from the last frames of ``window``, given the inputs it takes.
+
+    ``window`` holds ``fields`` (default the stepper's own). A stepper that advances only some
+    of them sees only those; the others keep their last values in the new frame (they are
+    re-anchored by the next solver step).
+    """
     if isinstance(parameters, Conditions):
         parameters = parameters.at(time)
     names = getattr(stepper, "parameter_names", None)
@@ -173,8 +184,14 @@ def _advance(stepper, window: np.ndarray, time: float, parameters) -> np.ndarray
         # amplitudes, a surrogate the forcing field.
         parameters = {k: v for k, v in parameters.items() if k in names}
     history = window[:, -stepper.window:]
-    return np.asarray(stepper.step(history, time=time, parameters=parameters),
-                      dtype=np.float64)
+    own = tuple(stepper.fields)
+    if fields is None or own == tuple(fields):
+        return np.asarray(stepper.step(history, time=time, parameters=parameters),
+                          dtype=np.float64)
+    index = [tuple(fields).index(f) for f in own]
+    frame = window[:, -1].copy()
+    frame[:, index] = stepper.step(history[:, :, index], time=time, parameters=parameters)
+    return frame
 
 
 def rollout(stepper, history: np.ndarray, num_steps: int, *, time: float = 0.0,
@@ -197,8 +214,10 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
     Parameters
     ----------
     solver, surrogate : Stepper
-        Same fields and dt; each reads the last ``window`` frames it needs, and gets the
-        entries of ``parameters`` named in its ``parameter_names`` (all if it has none).
+        Same dt; each reads the last ``window`` frames it needs, and gets the entries of
+        ``parameters`` named in its ``parameter_names`` (all if it has none). The surrogate
+        may advance a subset of the solver's fields; on its steps the others keep their
+        last values.
     history : array ``[batch, window, field, *grid]``
         At least the larger of the two windows; its last frame is at ``time``.
     schedule : str
@@ -228,7 +247,7 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         reason = None
         started = _time.perf_counter()
         if component == SURROGATE:
-            frame = _advance(surrogate, window, now, parameters)
+            frame = _advance(surrogate, window, now, parameters, solver.fields)
             seconds[SURROGATE] += _time.perf_counter() - started
             if plan == "adaptive":
                 reason = checks.failure(window[:, -1], frame, solver.fields)

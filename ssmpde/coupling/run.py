@@ -75,22 +75,22 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     with schema.open_dataset(data) as ds:
         indices = _parse_samples(samples, ds.sizes[schema.SAMPLE])
         window = surrogate.window
-        missing = [f for f in surrogate.fields if f not in ds.data_vars]
+        missing = [f for f in solver.fields if f not in ds.data_vars]
         if missing or schema.TIME not in ds.dims:
-            raise ValueError(f"{data} does not hold trajectories of {list(surrogate.fields)}, "
-                             f"the fields the surrogate advances (it has "
+            raise ValueError(f"{data} does not hold trajectories of {list(solver.fields)}, "
+                             f"the fields the solver advances (it has "
                              f"{sorted(ds.data_vars)}): use the data it was trained on")
         if ds.sizes[schema.TIME] < window:
             raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
                              f"{window} to start")
-        frame_bytes = 8 * len(indices) * len(surrogate.fields) * math.prod(surrogate.grid)
+        frame_bytes = 8 * len(indices) * len(solver.fields) * math.prod(surrogate.grid)
         needed = steps * frame_bytes * (2 + len(set(schedules) | {"solver", "surrogate"}))
         if needed > memory_limit():
             raise ValueError(f"--steps {steps} keeps about {gib(needed)} of frames, more than "
                              f"the limit of {gib(memory_limit())}: roll out fewer steps or "
                              "samples, or raise SSMPDE_MAX_MEMORY")
         sub = ds.isel({schema.SAMPLE: indices}).load()
-        history = np.stack([sub[f].values[:, :window] for f in surrogate.fields], axis=2)
+        history = np.stack([sub[f].values[:, :window] for f in solver.fields], axis=2)
         time = float(sub[schema.TIME].values[window - 1])
         parameters = Conditions.from_dataset(sub)
     reference = rollout(solver, history, steps, time=time, parameters=parameters)
@@ -118,9 +118,9 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         plot_hybrid(plot, reference=reference, hybrid=runs[main].frames,
                     surrogate=runs["surrogate"].frames, times=runs[main].times,
                     errors={k: v.errors for k, v in runs.items()}, schedule=main,
-                    fields=surrogate.fields, coords=coords,
-                    units={f: specs[f].units for f in surrogate.fields},
-                    long_names={f: specs[f].long_name for f in surrogate.fields},
+                    fields=solver.fields, coords=coords,
+                    units={f: specs[f].units for f in solver.fields},
+                    long_names={f: specs[f].long_name for f in solver.fields},
                     sample_label=int(indices[0]))
     return rows
 

@@ -7,8 +7,9 @@ True
 
 from .base import Solver, Stepper, get_solver, get_solver_class, list_solvers, register_solver
 from .darcy import Darcy
+from .euler import Euler2D
 from .generate import generate
 from .navier_stokes import NavierStokes2D
 
-__all__ = ["Darcy", "NavierStokes2D", "Solver", "Stepper", "generate", "get_solver", "get_solver_class",
-           "list_solvers", "register_solver"]
+__all__ = ["Darcy", "Euler2D", "NavierStokes2D", "Solver", "Stepper", "generate", "get_solver",
+           "get_solver_class", "list_solvers", "register_solver"]

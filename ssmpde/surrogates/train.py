@@ -559,7 +559,8 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
     Returns
     -------
     dict
-        ``rel_l2`` (mean over samples), ``rel_l2_per_sample``, and for rollouts
+        ``rel_l2`` (mean over samples), ``rel_l2_per_sample``, ``rel_l2_per_field`` (each
+        field's relative L2 over the whole prediction, mean over samples), and for rollouts
         ``rel_l2_per_step``.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -589,17 +590,24 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
                              f"needs more than its window of {task.window}")
         eval_task = dataclasses.replace(task, horizon=frames - task.window)
     dataset = TaskDataset(data, eval_task, np.arange(num_samples))
-    predictions, errors = [], []
+    predictions, errors, per_field = [], [], []
+    field_axis = 1 if task.kind == "operator" else 2
     with torch.no_grad():
         for start in range(0, num_samples, batch_size):
             batch = _collate(dataset, range(start, min(start + batch_size, num_samples)))
             prediction, error = _predict(wrapped, {k: v.to(device) for k, v in batch.items()})
             predictions.append(prediction.cpu())
             errors.append(error)
+            target = batch["y" if task.kind == "operator" else "target"]
+            per_field.append(torch.stack(
+                [relative_l2(prediction.cpu().select(field_axis, f), target.select(field_axis, f))
+                 for f in range(target.shape[field_axis])], dim=1))
     dataset.close()
-    errors_t = torch.cat(errors)
+    errors_t, per_field_t = torch.cat(errors), torch.cat(per_field).mean(dim=0)
     result: dict[str, Any] = {"rel_l2": float(errors_t.mean()),
-                              "rel_l2_per_sample": [float(v) for v in errors_t.mean(dim=1)]}
+                              "rel_l2_per_sample": [float(v) for v in errors_t.mean(dim=1)],
+                              "rel_l2_per_field": {name: float(v) for name, v in
+                                                   zip(task.fields, per_field_t)}}
     if task.kind == "rollout":
         result["rel_l2_per_step"] = [float(v) for v in errors_t.mean(dim=0)]
     if out is not None:

@@ -258,3 +258,29 @@ def test_rollout_command_writes_the_rollout_and_the_figure(ns_run, tmp_path, cap
     assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
                  "surrogate:x"]) == 2
     assert "bad schedule" in capsys.readouterr().err
+
+
+class _Shift:
+    """A Stepper adding ``increment`` to each of its fields per step (window 1)."""
+
+    window, dt, parameter_names = 1, 0.5, ()
+
+    def __init__(self, fields, increment):
+        self.fields, self.increment = tuple(fields), np.asarray(increment, dtype=float)
+
+    def step(self, history, *, time=0.0, parameters=None):
+        assert history.shape[2] == len(self.fields)  # sees only its own fields
+        return history[:, -1] + self.increment[None, :, None]
+
+
+def test_a_surrogate_of_some_of_the_solver_fields():
+    """An Euler surrogate predicts ρ, u, v, p but not the tracer: on its steps the fields it
+    does not advance keep their last values, and the solver re-anchors all of them."""
+    solver = _Shift(("a", "tracer"), [1.0, 10.0])
+    surrogate = _Shift(("a",), [2.0])
+    history = np.zeros((1, 1, 2, 3))
+    result = hybrid_rollout(solver, surrogate, history, 3, "surrogate:2,solver:1")
+    assert result.source == ["surrogate", "surrogate", "solver"]
+    np.testing.assert_array_equal(result.frames[0, :, :, 0], [[2, 0], [4, 0], [5, 10]])
+    with pytest.raises(ValueError, match=r"has \['b'\], which \['a', 'tracer'\] lacks"):
+        hybrid_rollout(solver, _Shift(("a", "b"), [0, 0]), history, 1, "surrogate")
