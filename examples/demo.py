@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ssmpde.coupling.run import run_rollout, run_warm_start
+from ssmpde.coupling.run import describe, run_rollout, run_warm_start
 from ssmpde.plotting import plot_snapshots
 from ssmpde.solvers import generate
 from ssmpde.surrogates.train import TrainConfig, evaluate, train
@@ -96,9 +96,9 @@ def main(argv=None) -> dict:
                         samples=f"{first_test}:{ns_samples}", out=out / "rollout.nc",
                         plot=out / "rollout.png", overwrite=True)
     for r in table:
-        rows.append((f"rollout: {r['schedule']}", f"final rel. L2 {r['final_rel_l2']:.3g}",
-                     f"{r['seconds']:.2f} s ({r['solver']} solver, {r['surrogate']} "
-                     f"surrogate, {r['fallback']} fallback steps)"))
+        line = describe(r)
+        error, _, detail = line.partition(", ")
+        rows.append((f"rollout: {r['schedule']}", error, detail))
 
     # 5. Darcy solves warm-started from the surrogate, on fresh coefficients.
     warm = run_warm_start(out / "runs" / "darcy-geomano", samples=4)
@@ -149,8 +149,8 @@ def _kuramoto_sivashinsky(out: Path, tiny: bool, progress: bool, cap: float) -> 
     rows = [("ks: geomano 1d", f"test rel. L2 {metrics.get('test_rel_l2', float('nan')):.4f} "
              "(one step from 4 frames)",
              f"{metrics['epoch']} epochs; {time.perf_counter() - started:.0f} s with data")]
-    rows += [(f"ks rollout: {r['schedule']}", f"final rel. L2 {r['final_rel_l2']:.3g}",
-              f"{r['seconds']:.2f} s") for r in table]
+    rows += [(f"ks rollout: {r['schedule']}", *describe(r).partition(", ")[::2])
+             for r in table]
     return rows
 
 

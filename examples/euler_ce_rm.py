@@ -26,7 +26,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ssmpde.coupling.run import run_rollout
+from ssmpde.coupling.run import describe, run_rollout
 from ssmpde.plotting import plot_snapshots
 from ssmpde.solvers import generate
 from ssmpde.surrogates.train import TrainConfig, evaluate, train
@@ -78,10 +78,7 @@ def main(argv=None) -> dict:
     print(f"test relative L2 over {steps} autoregressive steps, per field: "
           + ", ".join(f"{k} {v:.3g}" for k, v in evaluation["rel_l2_per_field"].items()))
     for row in rows:
-        print(f"{row['schedule']:>22}: final rel. L2 {row['final_rel_l2']:.3g}, "
-              f"{row['seconds']:.2f} s ({row['solver']} solver, {row['surrogate']} surrogate, "
-              f"{row['fallback']} fallback "
-              f"steps)")
+        print(f"{row['schedule']:>22}: {describe(row)}")
     result = {"config": config, "samples": samples, "test_samples": test_samples,
               "model": model, "metrics": metrics, "evaluation": evaluation, "rollout": rows,
               **timings}

@@ -17,7 +17,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from ssmpde.coupling.run import run_rollout
+from ssmpde.coupling.run import describe, run_rollout
 from ssmpde.plotting import plot_snapshots
 from ssmpde.solvers import generate
 from ssmpde.surrogates.train import TrainConfig, train
@@ -51,7 +51,7 @@ def main(argv=None) -> dict:
                        out=out / "ks_rollout.nc", plot=out / "ks_rollout.png",
                        overwrite=True)
     for row in rows:
-        print(f"{row['schedule']:>22}: final rel. L2 {row['final_rel_l2']:.3g}")
+        print(f"{row['schedule']:>22}: {describe(row)}")
     return {"metrics": metrics, "rollout": rows, "run": run}
 
 

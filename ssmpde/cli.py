@@ -311,6 +311,9 @@ def _rollout(args: argparse.Namespace) -> int:
           "surrogate steps | fallbacks |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "failed" in r:
+            print(f"| {r['schedule']} | failed: {r['failed']} | | | | | | |")
+            continue
         print(f"| {r['schedule']} | {r['final_rel_l2']:.3g} | {r['seconds']:.3f} | "
               f"{r['solver_seconds']:.3f} | {r['surrogate_seconds']:.3f} | {r['solver']} | "
               f"{r['surrogate']} | {r['fallback']} |")

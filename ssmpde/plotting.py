@@ -334,7 +334,7 @@ def schlieren(ds: xr.Dataset, variable: str = "density") -> xr.DataArray:
     axes = (q.dims.index(data.Y), q.dims.index(data.X))
     gy, gx = np.gradient(np.asarray(q.values, dtype=np.float64), *spacing, axis=axes)
     x_units = _units(q[data.X], None) if data.X in q.coords else None
-    units = f"{_units(q, '1')} / {x_units}" if x_units else _units(q, "1")
+    units = _units(q, "1") if x_units in (None, "1") else f"{_units(q, '1')} / {x_units}"
     return xr.DataArray(np.hypot(gx, gy), coords=q.coords, dims=q.dims,
                         name=f"schlieren_{variable}",
                         attrs={"long_name": f"|∇ {q.attrs.get('long_name', variable)}|",

@@ -27,9 +27,10 @@ import xarray as xr
 
 from ssmpde import data as schema
 from ssmpde.core import autoregressive, relative_l2
-from ssmpde.solvers.base import Checks
+from ssmpde.solvers.base import Checks, SolverDivergedError
 
-__all__ = ["Checks", "Conditions", "HybridResult", "hybrid_rollout", "parse_schedule",
+__all__ = ["Checks", "Conditions", "HybridResult", "HybridRolloutError", "hybrid_rollout",
+           "parse_schedule",
            "rollout", "to_dataset"]
 
 SOLVER, SURROGATE, FALLBACK = "solver", "surrogate", "fallback"
@@ -110,6 +111,10 @@ class Conditions:
                                  f"{time:g} needs it there: shorten the rollout")
             values.update({name: value[:, index] for name, value in self.series.items()})
         return values
+
+
+class HybridRolloutError(ValueError):
+    """The solver cannot continue from frames the surrogate made (a fixed schedule)."""
 
 
 @dataclass
@@ -255,7 +260,17 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
                 component = FALLBACK
                 started = _time.perf_counter()
         if component != SURROGATE:
-            frame = _advance(solver, window, now, parameters)
+            try:
+                frame = _advance(solver, window, now, parameters)
+            except (ValueError, SolverDivergedError) as error:
+                if SURROGATE not in source[-solver.window:]:
+                    raise
+                # A fixed schedule handed the solver an unphysical surrogate frame (negative
+                # density, say): say so, and name the schedule that would have caught it.
+                raise HybridRolloutError(
+                    f"step {k + 1} of schedule {schedule!r}: the solver cannot continue from "
+                    f"the surrogate's frames ({error}); the adaptive schedule checks every "
+                    "surrogate frame and falls back to the solver") from error
             seconds[SOLVER] += _time.perf_counter() - started
         source.append(component)
         reasons.append(reason)

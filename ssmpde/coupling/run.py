@@ -12,7 +12,8 @@ from ssmpde import data as schema
 from ssmpde.core import gib, memory_limit
 from ssmpde.solvers import get_solver
 
-from .hybrid import Conditions, hybrid_rollout, parse_schedule, rollout, to_dataset
+from .hybrid import (Conditions, HybridRolloutError, hybrid_rollout, parse_schedule, rollout,
+                     to_dataset)
 from .stepper import SurrogateStepper
 from .warm_start import OperatorSurrogate, warm_start
 
@@ -51,8 +52,9 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     of ``data`` (default: the training data), for every schedule, against the solver alone.
 
     Returns one row per schedule (and for "solver" and "surrogate"): relative L2 at the
-    final step, wall time of solver and surrogate, step counts. Writes the first schedule's
-    rollout to ``out`` (netCDF/zarr) and a figure to ``plot``.
+    final step, wall time of solver and surrogate, step counts; or ``failed`` (why) for a
+    fixed schedule that handed the solver frames it cannot continue from. Writes the first
+    schedule that ran to the end to ``out`` (netCDF/zarr) and a figure to ``plot``.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"--steps must be a positive integer, got {steps!r}")
@@ -96,14 +98,19 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     reference = rollout(solver, history, steps, time=time, parameters=parameters)
     runs, rows = {}, []
     for schedule in dict.fromkeys(["solver", "surrogate", *schedules]):
-        result = hybrid_rollout(solver, surrogate, history, steps, schedule, time=time,
-                                parameters=parameters, reference=reference)
+        try:
+            result = hybrid_rollout(solver, surrogate, history, steps, schedule, time=time,
+                                    parameters=parameters, reference=reference)
+        except HybridRolloutError as error:  # one schedule failing does not void the others
+            rows.append({"schedule": schedule, "failed": str(error)})
+            continue
         runs[schedule] = result
         rows.append({"schedule": schedule, "final_rel_l2": float(result.errors[-1]),
                      "seconds": sum(result.seconds.values()),
                      "solver_seconds": result.seconds["solver"],
                      "surrogate_seconds": result.seconds["surrogate"], **result.steps})
-    main = schedules[0]
+    # The figure and the file show the first schedule that ran to the end.
+    main = next((s for s in schedules if s in runs), "surrogate")
     if out is not None:
         ds = to_dataset(runs[main], solver=solver, surrogate=surrogate, schedule=main,
                         samples=indices)
@@ -123,6 +130,15 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                     long_names={f: specs[f].long_name for f in solver.fields},
                     sample_label=int(indices[0]))
     return rows
+
+
+def describe(row: dict) -> str:
+    """One line for a row of :func:`run_rollout`: its error, time and step counts, or why it
+    failed."""
+    if "failed" in row:
+        return f"failed: {row['failed']}"
+    return (f"final rel. L2 {row['final_rel_l2']:.3g}, {row['seconds']:.2f} s ({row['solver']} "
+            f"solver, {row['surrogate']} surrogate, {row['fallback']} fallback steps)")
 
 
 def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,

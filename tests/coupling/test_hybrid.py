@@ -284,3 +284,25 @@ def test_a_surrogate_of_some_of_the_solver_fields():
     np.testing.assert_array_equal(result.frames[0, :, :, 0], [[2, 0], [4, 0], [5, 10]])
     with pytest.raises(ValueError, match=r"has \['b'\], which \['a', 'tracer'\] lacks"):
         hybrid_rollout(solver, _Shift(("a", "b"), [0, 0]), history, 1, "surrogate")
+
+
+def test_a_solver_that_cannot_continue_from_surrogate_frames():
+    """A fixed schedule that hands the solver an unphysical surrogate frame (negative density)
+    fails with a message naming the step and the adaptive schedule; the solver's own errors
+    from the initial history stay what they are."""
+    from ssmpde.coupling import HybridRolloutError
+
+    class Picky(_Shift):
+        def step(self, history, *, time=0.0, parameters=None):
+            if (history[:, -1] < 0).any():
+                raise ValueError("initial density must be positive")
+            return super().step(history, time=time, parameters=parameters)
+
+    solver, surrogate = Picky(("a",), [1.0]), _Shift(("a",), [-5.0])
+    history = np.ones((1, 1, 1, 3))
+    with pytest.raises(HybridRolloutError, match=r"step 2 of schedule 'surrogate:1,solver:1'"
+                                                  r".*adaptive"):
+        hybrid_rollout(solver, surrogate, history, 2, "surrogate:1,solver:1")
+    with pytest.raises(ValueError, match="initial density") as caught:
+        hybrid_rollout(solver, surrogate, -history, 1, "solver")
+    assert not isinstance(caught.value, HybridRolloutError)
