@@ -24,12 +24,14 @@ import os
 
 from ._checks import check_scan_inputs
 from .cross_scan import cross_merge, cross_merge_2d, cross_scan, cross_scan_2d
-from .reference import s4d_ref, selective_scan_2d_ref, selective_scan_ref
+from .reference import s4d_ref, selective_scan_2d_ref, selective_scan_ref, ssd_ref
 from .s4d import s4d, s4d_convolution, s4d_kernel
+from .ssd import ssd_scan
 
 __all__ = ["BACKENDS", "cross_merge", "cross_merge_2d", "cross_scan", "cross_scan_2d",
            "s4d", "s4d_convolution", "s4d_kernel", "s4d_ref", "selective_scan",
-           "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref"]
+           "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref", "ssd_ref",
+           "ssd_scan"]
 
 BACKENDS = ("auto", "reference", "cpu", "triton")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["discretize", "s4d_ref", "selective_scan_2d_ref", "selective_scan_ref"]
+__all__ = ["discretize", "s4d_ref", "selective_scan_2d_ref", "selective_scan_ref", "ssd_ref"]
 
 
 def _grouped(x: torch.Tensor, channels: int, spatial: int) -> torch.Tensor:
@@ -202,3 +202,67 @@ def s4d_ref(u, log_dt, damping, frequency, C, D=None):
     if D is not None:
         y = y + D.to(torch.float64)[:, None] * u
     return y.to(dtype)
+
+
+def ssd_ref(x, dt, A, B, C, *, D=None, z=None, dt_bias=None, dt_softplus=True,
+            initial_state=None, return_last_state=False):
+    r"""Mamba-2's multi-head scan (SSD) by a plain loop over the sequence, in float64.
+
+    Per head ``h`` (scalar decay ``A_h``), with ``Δ = softplus(dt + dt_bias)`` (threshold 20;
+    ``dt + dt_bias`` if ``dt_softplus`` is False) and head ``h`` reading group
+    ``h // (heads // groups)`` of B and C:
+
+    .. math::
+        H_t = e^{Δ_t A_h} H_{t-1} + Δ_t\, x_t B_t^{\mathsf T},\qquad
+        y_t = H_t C_t + D x_t,\qquad \text{out}_t = y_t \cdot \mathrm{silu}(z_t)
+
+    with the state ``H_t`` a ``head_dim × d_state`` matrix (``kernels.md``, "SSD"; Dao & Gu,
+    "Transformers are SSMs", ICML 2024). The oracle of :func:`ssmpde.kernels.ssd.ssd_scan`.
+
+    Parameters
+    ----------
+    x : ``[batch, length, heads, head_dim]``
+    dt : ``[batch, length, heads]``
+    A : ``[heads]`` (negative)
+    B, C : ``[batch, length, groups, d_state]``, groups dividing heads
+    D : ``[heads]`` or ``[heads, head_dim]``, optional
+    z : ``[batch, length, heads, head_dim]``, optional
+    dt_bias : ``[heads]``, optional
+    initial_state : ``[batch, heads, head_dim, d_state]``, optional (zero by default)
+    return_last_state : bool
+        Also return ``H`` after the last position.
+
+    Returns
+    -------
+    out : ``[batch, length, heads, head_dim]`` in ``x``'s dtype; and ``last_state``
+    ``[batch, heads, head_dim, d_state]`` (in ``x``'s dtype) if requested.
+    """
+    dtype = x.dtype
+    x, dt, A, B, C, D, z, dt_bias, initial_state = _float64(
+        x, dt, A, B, C, D, z, dt_bias, initial_state)
+    batch, _, heads, head_dim = x.shape
+    per_group = heads // B.shape[2]
+    B = B.repeat_interleave(per_group, dim=2)              # [batch, length, heads, d_state]
+    C = C.repeat_interleave(per_group, dim=2)
+    if dt_bias is not None:
+        dt = dt + dt_bias
+    if dt_softplus:
+        dt = F.softplus(dt, beta=1.0, threshold=20.0)
+    decay = torch.exp(dt * A)                              # [batch, length, heads]
+    state = (x.new_zeros(batch, heads, head_dim, B.shape[-1]) if initial_state is None
+             else initial_state)
+    ys = []
+    # unbind, not x[:, t]: indexing inside the loop makes autograd add a full-size zero
+    # gradient per step, O(length²) work in the backward
+    for a_t, dt_t, x_t, b_t, c_t in zip(decay.unbind(1), dt.unbind(1), x.unbind(1),
+                                        B.unbind(1), C.unbind(1)):
+        state = (a_t[..., None, None] * state
+                 + dt_t[..., None, None] * x_t[..., :, None] * b_t[..., None, :])
+        ys.append((state * c_t[..., None, :]).sum(dim=-1))
+    y = torch.stack(ys, dim=1)
+    if D is not None:
+        y = y + (D[:, None] if D.dim() == 1 else D) * x
+    if z is not None:
+        y = y * F.silu(z)
+    y = y.to(dtype)
+    return (y, state.to(dtype)) if return_last_state else y

@@ -32,6 +32,7 @@ __all__ = ["BUILTIN_MODELS", "ModelConfig", "build_model", "config_from_dict", "
 BUILTIN_MODELS = (
     "fno",
     "geomano",
+    "lamo",
     "ssno",
 )
 

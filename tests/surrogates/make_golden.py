@@ -3,7 +3,8 @@ change:
 
     python tests/surrogates/make_golden.py                 # GeoMaNO (golden/geomano_tiny.json)
     python tests/surrogates/make_golden.py --model ssno    # SS-NO (golden/ssno_tiny.json)
-    python tests/surrogates/make_golden.py --model all     # both
+    python tests/surrogates/make_golden.py --model lamo    # LaMO (golden/lamo_tiny.json)
+    python tests/surrogates/make_golden.py --model all     # all of them
 """
 
 import argparse
@@ -15,7 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 #: Model name → the test module holding its GOLDEN path and golden_output().
-MODULES = {"geomano": "tests.surrogates.test_geomano", "ssno": "tests.surrogates.test_ssno"}
+MODULES = {"geomano": "tests.surrogates.test_geomano", "ssno": "tests.surrogates.test_ssno",
+           "lamo": "tests.surrogates.test_lamo"}
 
 
 def check_golden(path: Path, out) -> None:
