@@ -1,13 +1,14 @@
-"""GeoMaNO against the FNO baseline at the same CPU wall-clock training budget.
+"""The SSM surrogates (LaMO, GeoMaNO) against the FNO baseline at one CPU wall-clock budget.
 
-For each model, in one run: time one epoch, set the number of epochs so that the whole
-OneCycle schedule fits the budget, train (with the budget as a hard stop too), and evaluate
-the test relative L2. Same data, split, batch size, learning rate and seed for both.
+For each model, in one run: time an epoch (on ``--probe-samples`` samples, scaled), set the
+number of epochs so that the whole OneCycle schedule fits the budget, train (with the budget
+as a hard stop too), and evaluate the test relative L2. Same data, split, batch size, learning
+rate and seed for every model.
 
-    python benchmarks/bench_training.py --task darcy --data darcy43.nc --num-test 200 \\
-        --budget 300
+    python benchmarks/bench_training.py --task darcy --data darcy43.nc --num-test 100 \\
+        --budget 300 --models lamo geomano fno
     python benchmarks/bench_training.py --task navier-stokes --data ns.nc --num-test 20 \\
-        --window 10 --frames 20 --budget 300
+        --window 10 --frames 20 --budget 300 --batch-size 2
 
 Writes ``benchmarks/results/training_<task>.json`` and the runs under ``--runs``.
 """
@@ -40,6 +41,18 @@ def _test_file(data: Path, num_test: int, frames: int | None, workdir: Path) -> 
     return path
 
 
+def _probe_file(data: Path, num_test: int, samples: int, workdir: Path) -> tuple[Path, int]:
+    """The first ``samples`` training samples as a file (a cheap epoch to time), and the number
+    of training samples the real run has."""
+    from ssmpde import data as schema
+
+    ds = schema.load_dataset(data)
+    num_train = ds.sizes["sample"] - num_test
+    path = workdir / "probe.nc"
+    schema.save(ds.isel(sample=slice(0, min(samples, num_train))), path, overwrite=True)
+    return path, num_train
+
+
 def main(argv=None) -> dict:
     from ssmpde.surrogates import parameter_count
     from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
@@ -53,9 +66,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--frames", type=int, help="frames of the test trajectories used")
-    parser.add_argument("--models", nargs="+", default=["geomano", "fno"])
+    parser.add_argument("--models", nargs="+", default=["lamo", "geomano", "fno"])
     parser.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
                         help="override for every model (JSON value)")
+    parser.add_argument("--probe-samples", type=int, default=16,
+                        help="samples of the timing epoch that sets each model's epochs")
     parser.add_argument("--runs", type=Path, default=Path(tempfile.gettempdir()) / "ssmpde-runs")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -68,6 +83,11 @@ def main(argv=None) -> dict:
     out = args.out or RESULTS / f"training_{args.task}.json"
     args.runs.mkdir(parents=True, exist_ok=True)
     test_file = _test_file(args.data, args.num_test, args.frames, args.runs)
+    # An epoch is timed on a few samples and scaled: a whole probe epoch of a slow model
+    # (LaMO on a CPU) would cost more than its budget.
+    probe_data, num_train = _probe_file(args.data, args.num_test, args.probe_samples,
+                                        args.runs)
+    probe_samples = min(args.probe_samples, num_train)
     common = dict(batch_size=args.batch_size, lr=args.lr, num_test=args.num_test, seed=0)
     if args.task == "navier-stokes":
         common.update(window=args.window, horizon=1, mode="teacher-forcing")
@@ -79,9 +99,9 @@ def main(argv=None) -> dict:
         probe = args.runs / f"{name}-probe"
         shutil.rmtree(probe, ignore_errors=True)
         started = time.perf_counter()
-        train(name, args.data, out=probe, preset=args.task, model_overrides=overrides,
-              config=TrainConfig(epochs=1, **common), progress=False)
-        epoch_seconds = time.perf_counter() - started
+        train(name, probe_data, out=probe, preset=args.task, model_overrides=overrides,
+              config=TrainConfig(epochs=1, **dict(common, num_test=0)), progress=False)
+        epoch_seconds = (time.perf_counter() - started) * num_train / probe_samples
         epochs = max(1, int(args.budget // epoch_seconds))
         run = args.runs / name
         shutil.rmtree(run, ignore_errors=True)
@@ -94,7 +114,7 @@ def main(argv=None) -> dict:
         evaluation = evaluate(run, test_file)
         model, record = load_checkpoint(run)
         row = {"parameters": parameter_count(model), "model_config": record["model_config"],
-               "epochs_planned": epochs, "epochs_done": metrics["epoch"],
+               "epoch_seconds_estimate": epoch_seconds, "epochs_planned": epochs, "epochs_done": metrics["epoch"],
                "train_seconds": seconds, "final_train_loss": metrics["train_loss"],
                "test_rel_l2": evaluation["rel_l2"]}
         if "rel_l2_per_step" in evaluation:
