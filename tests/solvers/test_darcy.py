@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats
 
 from ssmpde import data
 from ssmpde.solvers import Darcy, generate
@@ -164,3 +165,104 @@ def test_bad_forcing_and_initial_guess_are_rejected():
         darcy.solve(a, np.ones((5, 5)))
     with pytest.raises(ValueError, match="x0"):
         darcy.solve_iterative(a, x0=np.ones((1, 5, 5)))
+
+
+# -- the PDEBench variant (preset "pdebench-like": MNO's Darcy data) -------------------------
+
+def pdebench_residual(a, u, beta):
+    """max |−∇·(a∇u) − β| of PDEBench's cell-centred flux form, written out on its own.
+
+    Cells (i + ½)/N, h = 1/N; interior faces carry the mean of their two cells, a boundary face
+    the value of its cell; u = 0 half a cell outside the square (PDEBench's ghost cells).
+    """
+    n = a.shape[-1]
+    zeros = np.zeros((n, 1))
+    ax = np.hstack([a[:, :1], 0.5 * (a[:, :-1] + a[:, 1:]), a[:, -1:]])  # [y, x faces]
+    ay = np.vstack([a[:1], 0.5 * (a[:-1] + a[1:]), a[-1:]])  # [y faces, x]
+    flux_x = -ax * np.diff(np.hstack([zeros, u, zeros]), axis=1) * n
+    flux_y = -ay * np.diff(np.vstack([zeros.T, u, zeros.T]), axis=0) * n
+    divergence = np.diff(flux_x, axis=1) * n + np.diff(flux_y, axis=0) * n
+    return np.max(np.abs(divergence - beta))
+
+
+def test_pdebench_like_preset_and_its_64_from_128_grid():
+    darcy = Darcy.from_preset("pdebench-like")
+    cfg = darcy.config
+    assert (cfg.grid, cfg.coefficient, cfg.simulation_resolution, cfg.resolution) == \
+        ("cells", "bumps", 128, 128)
+    assert (cfg.coefficient_high, cfg.coefficient_low, cfg.forcing) == (1.0, 0.1, 1.0)
+    np.testing.assert_allclose(darcy.coordinates()["x"], (np.arange(128) + 0.5) / 128)
+    coarse = Darcy.from_preset("pdebench-like", resolution=64)
+    assert coarse.config.stride == 2
+    np.testing.assert_allclose(coarse.coordinates()["y"], (2 * np.arange(64) + 0.5) / 128)
+    assert "PDEBench" in coarse.references and "2410.02113" in coarse.references
+
+
+def test_pdebench_like_sample_is_the_same_whatever_the_batch_size():
+    config = dict(preset="pdebench-like", resolution=16, simulation_resolution=32,
+                  progress=False)
+    one = generate("darcy", num_samples=3, seed=5, batch_size=1, **config)
+    three = generate("darcy", num_samples=3, seed=5, batch_size=3, **config)
+    np.testing.assert_array_equal(one.a.values, three.a.values)
+    np.testing.assert_array_equal(one.u.values, three.u.values)
+    # Stored data are the fine solve's cells, every other one.
+    darcy = Darcy.from_preset("pdebench-like", resolution=16, simulation_resolution=32)
+    a = darcy.coefficient(5, [0, 1, 2])
+    np.testing.assert_array_equal(three.a.values, a[:, ::2, ::2])
+    np.testing.assert_array_equal(three.u.values, darcy.solve(a)[:, ::2, ::2])
+    np.testing.assert_array_equal(darcy.coefficient(5, [2])[0], a[2])
+
+
+@pytest.mark.parametrize("beta", [0.01, 1.0, 100.0])
+def test_pdebench_like_solution_satisfies_the_discrete_equations(beta):
+    darcy = Darcy.from_preset("pdebench-like", forcing=beta, threads=1)
+    a = darcy.coefficient(seed=2, indices=[0, 1])
+    direct = darcy.solve(a)
+    iterative, info = darcy.solve_iterative(a, rtol=1e-12)
+    assert np.all(info["converged"])
+    for index in range(2):
+        assert pdebench_residual(a[index], direct[index], beta) <= 1e-10 * beta
+        assert pdebench_residual(a[index], iterative[index], beta) <= 1e-10 * beta
+    assert np.all(direct > 0)  # maximum principle: positive source, u = 0 outside
+
+
+def test_pdebench_like_coefficient_is_thresholded_gaussian_bumps():
+    n = 32
+    darcy = Darcy.from_preset("pdebench-like", resolution=n, simulation_resolution=n)
+    indices = list(range(64))
+    a = darcy.coefficient(seed=7, indices=indices)
+    assert set(np.unique(a)) == {0.1, 1.0}
+    centres, widths = darcy.bumps(seed=7, indices=indices)
+    c = (np.arange(n) + 0.5) / n
+    y, x = np.meshgrid(c, c, indexing="ij")
+    for row in range(len(indices)):
+        g = np.zeros((n, n))
+        with np.errstate(under="ignore"):
+            for (mx, my), s in zip(centres[row], widths[row]):
+                g += np.exp(-((x - mx) ** 2 + (y - my) ** 2) / s)  # / s, not / s²
+        mean = g.mean()
+        clear = np.abs(g - mean) > 1e-12 * mean  # leave summation-order ties alone
+        np.testing.assert_array_equal(a[row][clear], np.where(g > mean, 1.0, 0.1)[clear])
+    # Each sample is cut at its own mean: about half of the square has a = 1, never exactly.
+    fraction = (a == 1.0).mean(axis=(1, 2))
+    assert 0.45 < fraction.mean() < 0.55 and fraction.std() > 0.01
+    assert np.all((fraction > 0.2) & (fraction < 0.8))
+    # The law of the draws: centres ~ U[0, 1]², widths ~ 0.5 U[0, 1].
+    centres, widths = darcy.bumps(seed=0, indices=range(2000))
+    assert stats.kstest(centres.ravel(), "uniform").pvalue > 1e-3
+    assert stats.kstest(widths.ravel() / 0.5, "uniform").pvalue > 1e-3
+    assert np.all((widths > 0) & (widths <= 0.5))
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(forcing=0.0), "forcing"),
+    (dict(forcing=-1.0), "forcing"),
+    (dict(forcing=float("nan")), "forcing"),
+    (dict(forcing=float("inf")), "forcing"),
+    (dict(resolution=48), "multiple of resolution"),
+    (dict(grid="vertices"), "grid"),
+    (dict(coefficient="lognormal"), "coefficient"),
+])
+def test_pdebench_like_bad_config_is_rejected(config, message):
+    with pytest.raises(ValueError, match=message):
+        Darcy.from_preset("pdebench-like", **config)
