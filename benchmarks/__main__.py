@@ -103,6 +103,31 @@ def table() -> str:
                      f"paper: {paper['test_rel_l2']}; {paper['seconds_per_epoch']} s/epoch",
                      f"{paper['seconds_per_epoch'] / trained['seconds_per_epoch_min']:.1f}x "
                      "epoch speed", f"{trained['date'][:10]}, {trained['device']}"))
+    euler = _load("euler")
+    if euler:
+        for r in euler["rows"]:
+            ours, pyro = r["ssmpde"], r["pyro"]
+            rate = (f"{ours['cell_updates_per_second'] / 1e6:.1f} M cell updates/s",
+                    f"{pyro['cell_updates_per_second'] / 1e6:.2f} M/s (pyro-hydro "
+                    f"{euler['versions'].get('pyro-hydro', '')} compressible, HLLC, MC)")
+            if r["problem"] == "sod" and "ssmpde_at_equal_or_lower_error" in r:
+                fine = r["ssmpde_at_equal_or_lower_error"]
+                rows.append((f"Euler Sod {r['nx']}×{r['ny']}, T {r['final_time']:g}: wall time "
+                             f"at equal or lower L1(ρ) error (pyro {pyro['density_l1_error']:.2e})",
+                             f"{fine['seconds'] * 1e3:.0f} ms at {fine['nx']}×{fine['ny']} "
+                             f"(L1 {fine['density_l1_error']:.2e}); {rate[0]}",
+                             f"{pyro['seconds']:.2f} s; {rate[1]}",
+                             f"**{r['wall_time_ratio_at_equal_or_lower_error']:.0f}x**",
+                             _when(euler)))
+            elif r["problem"] == "kh" and r["nx"] >= 128:
+                rows.append((f"Euler Kelvin–Helmholtz {r['nx']}², T {r['final_time']:g}, "
+                             f"{ours['steps']} steps", rate[0], rate[1],
+                             f"**{r['rate_ratio']:.0f}x**", _when(euler)))
+        sample = euler.get("ce_rm_sample")
+        if sample:
+            rows.append(("Euler CE-RM sample, 256² → 128², T 2 (21 frames)",
+                         f"{sample['seconds_per_full_sample']:.0f} s", "–", "–",
+                         _when(euler)))
     ks = _load("ks")
     if ks:
         r = ks["radau_comparison"]
@@ -150,6 +175,17 @@ def table() -> str:
                      f"{s['fft'] * 1e3:.0f} ms (S4D by FFT)",
                      f"{s['reference']:.2f} s (loop recurrence)", f"**{ssno['speedup']:.0f}x**",
                      _when(ssno)))
+    ssd = _load("ssd")
+    if ssd:
+        shape, t = ssd["shape"], ssd["seconds_forward_backward"]
+        label = (f"SSD scan (LaMO) fwd+bwd, batch {shape['batch']}, L {shape['length']}, "
+                 f"{shape['heads']} heads × {shape['head_dim']}, state {shape['state']}, "
+                 f"{ssd['threads']['torch']} thread")
+        rows.append((label, f"{t['ssd_scan'] * 1e3:.0f} ms (chunked, PyTorch)",
+                     f"{t['selective_scan'] * 1e3:.0f} ms (our numba S6 scan, same "
+                     f"recurrence); {t['ssd_ref']:.2f} s (loop reference)",
+                     f"**{ssd['speedup_vs_selective_scan']:.1f}x** / "
+                     f"{ssd['speedup_vs_reference']:.0f}x", _when(ssd)))
     learning = _load("ks_learning")
     if learning:
         by = {(r["viscosity"], r["model"]): r for r in learning["rows"]}
