@@ -479,3 +479,24 @@ def test_blow_up_raises_solver_diverged_error():
     fast[0, 1] = 1e14
     with pytest.raises(SolverDivergedError, match="time step collapsed"):
         integrate(fast, 1.0)
+
+
+def test_interrupted_gce_rt_generation_resumes_to_the_same_file(tmp_path):
+    """Kill-and-resume: an interrupted run (after two of three batches) continues from the
+    parts on disk, with another batch size, to the file an uninterrupted run writes."""
+    from .test_generate import Interrupt, assert_same_dataset
+
+    config = dict(preset="gce-rt", resolution=8, simulation_resolution=16, final_time=0.1,
+                  record_interval=0.05)
+    full = generate("euler", num_samples=3, seed=2, batch_size=1, out=tmp_path / "full.nc",
+                    progress=False, **config)
+    solver = get_solver("euler", **config)
+    solver.solve_batch = Interrupt(solver, after=2)
+    out = tmp_path / "resumed.nc"
+    with pytest.raises(KeyboardInterrupt, match="2 of 3 samples are saved"):
+        generate(solver, num_samples=3, seed=2, batch_size=1, out=out, progress=False)
+    assert not out.exists()
+    resumed = generate("euler", num_samples=3, seed=2, batch_size=2, out=out, progress=False,
+                       **config)
+    assert_same_dataset(resumed, full)
+    assert "potential" in resumed and resumed.potential.dims == ("sample", "y", "x")
