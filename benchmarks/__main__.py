@@ -221,8 +221,10 @@ def table() -> str:
                               if m in (name, "fno"))
             rows.append((f"{task}: {name} vs FNO, {result['budget_seconds']:.0f} s CPU "
                          f"training each (test rel. L2; papers, 500 epochs: {cited})",
-                         f"{g['test_rel_l2']:.4f} ({g['epochs_done']} epochs, "
-                         f"{g['parameters']:,} parameters)",
+                         f"{g['test_rel_l2']:.4f} ({g['epochs_done']} epochs"
+                         + (f" over {g['train_samples']} samples"
+                            if g.get("train_samples", 0) < f.get("train_samples", 0) else "")
+                         + f", {g['parameters']:,} parameters)",
                          f"{f['test_rel_l2']:.4f} ({f['epochs_done']} epochs)",
                          f"{g['test_rel_l2'] / f['test_rel_l2']:.2f}", _when(result)))
     lines = ["| benchmark | ssmpde | reference | ratio | measured |", "|---|---|---|---|---|"]

@@ -1,8 +1,9 @@
 """The SSM surrogates (LaMO, GeoMaNO) against the FNO baseline at one CPU wall-clock budget.
 
 For each model, in one run: time an epoch (on ``--probe-samples`` samples, scaled), set the
-number of epochs so that the whole OneCycle schedule fits the budget, train (with the budget
-as a hard stop too), and evaluate the test relative L2. Same data, split, batch size, learning
+number of epochs so that the whole OneCycle schedule fits the budget (a model slower than one
+epoch per budget gets one epoch over as many training samples as the budget buys), train (with
+the budget as a hard stop too), and evaluate the test relative L2. Same data, split, batch size, learning
 rate and seed for every model.
 
     python benchmarks/bench_training.py --task darcy --data darcy43.nc --num-test 100 \\
@@ -41,15 +42,15 @@ def _test_file(data: Path, num_test: int, frames: int | None, workdir: Path) -> 
     return path
 
 
-def _probe_file(data: Path, num_test: int, samples: int, workdir: Path) -> tuple[Path, int]:
-    """The first ``samples`` training samples as a file (a cheap epoch to time), and the number
-    of training samples the real run has."""
+def _subset_file(data: Path, num_test: int, samples: int, path: Path) -> tuple[Path, int]:
+    """The first ``samples`` training samples, with the ``num_test`` test samples after them,
+    as a file; and the number of training samples of the whole file."""
     from ssmpde import data as schema
 
     ds = schema.load_dataset(data)
     num_train = ds.sizes["sample"] - num_test
-    path = workdir / "probe.nc"
-    schema.save(ds.isel(sample=slice(0, min(samples, num_train))), path, overwrite=True)
+    keep = list(range(min(samples, num_train))) + list(range(num_train, ds.sizes["sample"]))
+    schema.save(ds.isel(sample=keep), path, overwrite=True)
     return path, num_train
 
 
@@ -85,9 +86,10 @@ def main(argv=None) -> dict:
     test_file = _test_file(args.data, args.num_test, args.frames, args.runs)
     # An epoch is timed on a few samples and scaled: a whole probe epoch of a slow model
     # (LaMO on a CPU) would cost more than its budget.
-    probe_data, num_train = _probe_file(args.data, args.num_test, args.probe_samples,
-                                        args.runs)
+    probe_data, num_train = _subset_file(args.data, 0, args.probe_samples,
+                                         args.runs / "probe.nc")
     probe_samples = min(args.probe_samples, num_train)
+    num_train -= args.num_test
     common = dict(batch_size=args.batch_size, lr=args.lr, num_test=args.num_test, seed=0)
     if args.task == "navier-stokes":
         common.update(window=args.window, horizon=1, mode="teacher-forcing")
@@ -103,10 +105,16 @@ def main(argv=None) -> dict:
               config=TrainConfig(epochs=1, **dict(common, num_test=0)), progress=False)
         epoch_seconds = (time.perf_counter() - started) * num_train / probe_samples
         epochs = max(1, int(args.budget // epoch_seconds))
+        data, used = args.data, num_train
+        if epoch_seconds > args.budget:
+            # Slower than one pass in the budget (LaMO on a CPU): one epoch over as many
+            # training samples as the budget buys, so every model gets the same seconds.
+            used = max(1, int(num_train * args.budget / epoch_seconds))
+            data, _ = _subset_file(args.data, args.num_test, used, args.runs / f"{name}.nc")
         run = args.runs / name
         shutil.rmtree(run, ignore_errors=True)
         started = time.perf_counter()
-        metrics = train(name, args.data, out=run, preset=args.task,
+        metrics = train(name, data, out=run, preset=args.task,
                         model_overrides=overrides,
                         config=TrainConfig(epochs=epochs, **common), progress=False,
                         time_limit=args.budget)
@@ -114,7 +122,8 @@ def main(argv=None) -> dict:
         evaluation = evaluate(run, test_file)
         model, record = load_checkpoint(run)
         row = {"parameters": parameter_count(model), "model_config": record["model_config"],
-               "epoch_seconds_estimate": epoch_seconds, "epochs_planned": epochs, "epochs_done": metrics["epoch"],
+               "epoch_seconds_estimate": epoch_seconds, "train_samples": used,
+               "epochs_planned": epochs, "epochs_done": metrics["epoch"],
                "train_seconds": seconds, "final_train_loss": metrics["train_loss"],
                "test_rel_l2": evaluation["rel_l2"]}
         if "rel_l2_per_step" in evaluation:

@@ -322,3 +322,344 @@ class GeometryDecoder(nn.Module):
             x = x + points
         out = self.head(x)                                         # [b, P, out]
         return out.transpose(1, 2).unflatten(2, self.grid)
+
+
+# ---------------------------------------------------------------------------------------
+# Token mixers of the MNO comparison (Cheng et al., arXiv 2410.02113): the bidirectional S6
+# and Cross S6 blocks, and the attention layers they replace. Layout ``[batch, tokens, width]``.
+# ---------------------------------------------------------------------------------------
+__all__ += ["BidirectionalS6", "CrossS6", "GalerkinAttention", "NormalizedLinearAttention",
+            "SoftmaxAttention"]
+
+
+class _BidirectionalS6Core(nn.Module):
+    r"""Parameters and scan shared by :class:`BidirectionalS6` and :class:`CrossS6`.
+
+    Two directions k ∈ {forward, backward}, each with its own x_proj (Δ rank R = ⌈E/16⌉, B: N,
+    C: N), dt_proj (R → E_inner) and Δ bias, A = −exp(A_log) with A_log = log(1..N) (S4D-real),
+    D = 1; Δ bias the inverse softplus of a log-uniform draw in [1e-3, 1e-1] (Gu & Dao 2023).
+    """
+
+    directions = 2
+
+    def __init__(self, width: int, *, state_size: int = 16, expand: int = 2,
+                 scan_backend: str = "auto"):
+        super().__init__()
+        for name, value in (("width", width), ("state_size", state_size), ("expand", expand)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        inner = expand * width
+        rank = math.ceil(width / 16)
+        k = self.directions
+        self.width, self.inner, self.rank, self.state_size = width, inner, rank, state_size
+        self.scan_backend = scan_backend
+        self.in_proj = nn.Linear(width, 2 * inner, bias=False)
+        bound = inner ** -0.5
+        self.x_proj = nn.Parameter(
+            torch.empty(k, rank + 2 * state_size, inner).uniform_(-bound, bound))
+        self.dt_proj = nn.Parameter(
+            torch.empty(k, inner, rank).uniform_(-rank ** -0.5, rank ** -0.5))
+        dt = torch.exp(torch.empty(k, inner).uniform_(math.log(1e-3), math.log(1e-1)))
+        self.dt_bias = nn.Parameter(_inverse_softplus(dt))
+        a_log = torch.log(torch.arange(1, state_size + 1, dtype=torch.float32))
+        self.A_log = nn.Parameter(a_log.repeat(k * inner, 1))
+        self.D = nn.Parameter(torch.ones(k * inner))
+        self.norm = nn.LayerNorm(inner)
+        self.out_proj = nn.Linear(inner, width, bias=False)
+
+    def _branches(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x and the gate z, both ``[batch, tokens, inner]``: SiLU on both halves of in_proj
+        (the released block has no convolution)."""
+        return F.silu(self.in_proj(tokens)).chunk(2, dim=-1)
+
+    @staticmethod
+    def _directions(x: torch.Tensor) -> torch.Tensor:
+        """``[batch, L, inner] -> [batch, 2, inner, L]``: the sequence and its reverse."""
+        x = x.transpose(1, 2)
+        return torch.stack([x, x.flip(-1)], dim=1)
+
+    def _project(self, xs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Per-direction linear map ``[b, 2, inner, L] -> [b, 2, R + 2N, L]`` (low-rank Δ, B, C)."""
+        return torch.einsum("bkdl,kcd->bkcl", xs, weight)
+
+    def _scan(self, xs: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
+        """Both directions in one :func:`selective_scan` call, merged:
+        ``y = y_f + flip(y_b)``, ``[batch, L, inner]``."""
+        dt, B, C = projected.split([self.rank, self.state_size, self.state_size], dim=2)
+        dt = torch.einsum("bkrl,kdr->bkdl", dt, self.dt_proj)
+        # Directions folded into channels; B and C grouped, one group per direction.
+        y = selective_scan(xs.flatten(1, 2).contiguous(), dt.flatten(1, 2).contiguous(),
+                           -torch.exp(self.A_log), B.contiguous(), C.contiguous(), D=self.D,
+                           delta_bias=self.dt_bias.flatten(), delta_softplus=True,
+                           backend=self.scan_backend)
+        y = y.unflatten(1, (self.directions, self.inner))
+        return (y[:, 0] + y[:, 1].flip(-1)).transpose(1, 2)
+
+    def _output(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.norm(y) * z)
+
+
+class BidirectionalS6(_BidirectionalS6Core):
+    r"""The MNO self-mixer: a bidirectional selective scan (S6) over a token sequence.
+
+    The block released with MNO (``SS2D`` in its repository, used in place of every
+    self-attention layer):
+
+    .. math::
+        (x, z) &= \mathrm{SiLU}(\mathrm{in\_proj}(u)),\qquad
+        y = S6_f(x) + \mathrm{flip}\big(S6_b(\mathrm{flip}\,x)\big),\\
+        \mathrm{out} &= \mathrm{out\_proj}\big(\mathrm{LN}(y) \odot z\big),
+
+    where each direction's S6 is :math:`h_l = e^{\Delta_l A} h_{l-1} + \Delta_l B_l x_l`,
+    :math:`y_l = C_l h_l + D x_l` with :math:`(\Delta_l, B_l, C_l)` linear in :math:`x_l`
+    (Δ through a rank-R map, softplus and a bias). in_proj is E → 2·E_inner without bias;
+    there is no convolution (the released code declares one and leaves it unused).
+
+    Parameters
+    ----------
+    width : int
+        Token channels E.
+    state_size : int
+        N (16 in MNO).
+    expand : int
+        E_inner = expand · E (2 in MNO).
+    scan_backend : {"auto", "reference", "cpu", "triton"}
+        Passed to :func:`ssmpde.kernels.selective_scan`.
+
+    Shapes
+    ------
+    ``[batch, tokens, width] -> [batch, tokens, width]``.
+
+    References
+    ----------
+    C.-W. Cheng, J. Huang, Y. Zhang, G. Yang, C.-B. Schönlieb, A. I. Aviles-Rivero, "Mamba
+    neural operator: Who wins? Transformers vs. state-space models for PDEs", arXiv:2410.02113.
+    A. Gu and T. Dao, "Mamba: Linear-time sequence modeling with selective state spaces", 2023.
+
+    Examples
+    --------
+    >>> mixer = BidirectionalS6(8, state_size=4)
+    >>> mixer(torch.randn(2, 10, 8)).shape
+    torch.Size([2, 10, 8])
+    """
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[batch, tokens, width] -> [batch, tokens, width]``."""
+        x, z = self._branches(tokens)
+        xs = self._directions(x)
+        return self._output(self._scan(xs, self._project(xs, self.x_proj)), z)
+
+
+class CrossS6(_BidirectionalS6Core):
+    r"""Cross S6 (MNO supplement, Eq. S.3–S.4): the queries are scanned with selection
+    parameters that also depend on a context sequence.
+
+    .. math::
+        (B, C, \Delta) = \mathrm{Linear}(x),\quad (B', C', \Delta') = \mathrm{Linear}'(x'),\quad
+        \tilde B = B + qB',\ \tilde C = C + qC',\ \tilde\Delta = \Delta + q\Delta'
+
+    and x is scanned (both directions, as :class:`BidirectionalS6`) with
+    :math:`(\tilde\Delta, \tilde B, \tilde C)`. As in the released ``CrossSS2D``: the context
+    passes the x half of the same in_proj and SiLU (:math:`x' = \mathrm{SiLU}(W_x u')`), each
+    direction has its own context projection ``context_proj`` (Δ′ at rank R, up-projected by
+    the shared dt_proj, so :math:`\tilde\Delta = \Delta + q\Delta'` before the softplus), and
+    the gate z comes from the queries alone. The released code adds the two projections
+    (q = 1); ``ratio`` is q.
+
+    Context and queries may have different numbers of tokens: the context projections
+    :math:`(\Delta', B', C')` of each direction are resampled to the query length by linear
+    interpolation along the scan order with aligned end points (``F.interpolate(...,
+    mode="linear", align_corners=True)``): the first and last context tokens meet the first and
+    last queries, and equal lengths are left untouched (the released token-wise sum). With
+    q = 0 the block is exactly :class:`BidirectionalS6` on the queries.
+
+    Parameters
+    ----------
+    width : int
+        Token channels E of queries and context.
+    state_size, expand, scan_backend
+        As :class:`BidirectionalS6`.
+    ratio : float
+        q.
+
+    Shapes
+    ------
+    ``[batch, tokens, width]`` queries and ``[batch, context_tokens, width]`` context ->
+    ``[batch, tokens, width]``.
+
+    Examples
+    --------
+    >>> mixer = CrossS6(8, state_size=4)
+    >>> mixer(torch.randn(2, 10, 8), torch.randn(2, 7, 8)).shape
+    torch.Size([2, 10, 8])
+    """
+
+    def __init__(self, width: int, *, state_size: int = 16, expand: int = 2,
+                 ratio: float = 1.0, scan_backend: str = "auto"):
+        super().__init__(width, state_size=state_size, expand=expand, scan_backend=scan_backend)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
+                or not math.isfinite(ratio):
+            raise ValueError(f"ratio must be a finite number, got {ratio!r}")
+        self.ratio = float(ratio)
+        bound = self.inner ** -0.5
+        self.context_proj = nn.Parameter(
+            torch.empty(self.directions, self.rank + 2 * state_size, self.inner)
+            .uniform_(-bound, bound))
+
+    def forward(self, tokens: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Queries ``[batch, L, width]`` and context ``[batch, L', width]`` ->
+        ``[batch, L, width]``."""
+        if context.dim() != 3 or context.shape[0] != tokens.shape[0] \
+                or context.shape[2] != tokens.shape[2]:
+            raise ValueError(f"context must be [batch={tokens.shape[0]}, tokens, "
+                             f"width={tokens.shape[2]}], got {list(context.shape)}")
+        x, z = self._branches(tokens)
+        xs = self._directions(x)
+        context_x = F.silu(F.linear(context, self.in_proj.weight[: self.inner]))
+        shift = self._project(self._directions(context_x), self.context_proj)
+        length = xs.shape[-1]
+        if shift.shape[-1] != length:
+            # Interpolation commutes with the reversal (aligned end points), so the backward
+            # direction's context stays aligned with the reversed queries.
+            shift = F.interpolate(shift.flatten(1, 2), size=length, mode="linear",
+                                  align_corners=True).unflatten(1, (self.directions, -1))
+        projected = self._project(xs, self.x_proj) + self.ratio * shift
+        return self._output(self._scan(xs, projected), z)
+
+
+class _HeadNorm(nn.Module):
+    """LayerNorm over each head's channels with per-head scale and shift (the Galerkin
+    Transformer keeps one LayerNorm per head). ``[batch, heads, tokens, head_dim]``."""
+
+    def __init__(self, heads: int, head_dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(heads, 1, head_dim))
+        self.bias = nn.Parameter(torch.zeros(heads, 1, head_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (x.shape[-1],), eps=self.eps) * self.weight + self.bias
+
+
+class _MultiHeadMixer(nn.Module):
+    """Query/key/value and output maps (``nn.Linear`` with bias, width → width), split into
+    heads; self-attention without ``context``, cross-attention with it."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        for name, value in (("width", width), ("heads", heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if width % heads:
+            raise ValueError(f"heads={heads} must divide width={width} (each head takes "
+                             "width / heads channels)")
+        self.heads, self.head_dim = heads, width // heads
+        self.query = nn.Linear(width, width)
+        self.key = nn.Linear(width, width)
+        self.value = nn.Linear(width, width)
+        self.out_proj = nn.Linear(width, width)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        return x.unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)   # [b, h, n, d]
+
+    def _qkv(self, tokens: torch.Tensor, context: torch.Tensor | None):
+        context = tokens if context is None else context
+        if context.dim() != 3 or context.shape[0] != tokens.shape[0] \
+                or context.shape[2] != tokens.shape[2]:
+            raise ValueError(f"context must be [batch={tokens.shape[0]}, tokens, "
+                             f"width={tokens.shape[2]}], got {list(context.shape)}")
+        return (self._split(self.query(tokens)), self._split(self.key(context)),
+                self._split(self.value(context)))
+
+    def _merge(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(x.transpose(1, 2).flatten(2))
+
+
+class GalerkinAttention(_MultiHeadMixer):
+    r"""Galerkin-type (softmax-free, linear) attention of Cao (2021), multi-head.
+
+    .. math:: \mathrm{Attn}(x, x') = \mathrm{out\_proj}\Big(\big\Vert_h\,
+              Q_h\,\big(\tilde K_h^\top \tilde V_h\big) / n\Big),\qquad
+              \tilde K_h = \mathrm{LN}_h(K_h),\ \tilde V_h = \mathrm{LN}_h(V_h)
+
+    with :math:`Q = xW_Q + b_Q`, :math:`K = x'W_K + b_K`, :math:`V = x'W_V + b_V`, n the number
+    of context tokens (x′ = x for self-attention) and one LayerNorm per head on the keys and
+    values (the Galerkin Transformer's ``attn_norm``), so the cost is linear in n: a
+    Petrov–Galerkin projection onto the span of the values.
+
+    Differences from Cao's code, stated so the reader need not guess: the coordinates are
+    not concatenated to every head's q, k, v (the MNO models feed them to the lift instead),
+    and the weights keep PyTorch's initialisation (Cao: Xavier with gain 0.01 plus 0.01 · I).
+
+    Parameters
+    ----------
+    width : int
+    heads : int
+        Must divide ``width``.
+
+    Shapes
+    ------
+    ``[batch, n_q, width]`` (and context ``[batch, n, width]``) -> ``[batch, n_q, width]``.
+
+    References
+    ----------
+    S. Cao, "Choose a Transformer: Fourier or Galerkin", NeurIPS 2021.
+    """
+
+    def __init__(self, width: int, heads: int):
+        super().__init__(width, heads)
+        self.norm_key = _HeadNorm(heads, self.head_dim)
+        self.norm_value = _HeadNorm(heads, self.head_dim)
+
+    def forward(self, tokens: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self._qkv(tokens, context)
+        k, v = self.norm_key(k), self.norm_value(v)
+        # Kᵀ V first: [d, d] per head, linear in the number of tokens.
+        return self._merge(q @ (k.transpose(-2, -1) @ v) / k.shape[-2])
+
+
+class NormalizedLinearAttention(_MultiHeadMixer):
+    r"""GNOT's normalised linear attention (Hao et al., 2023), multi-head, self or cross.
+
+    .. math:: \mathrm{Attn}(x, x')_h = \frac{\tilde Q_h (\tilde K_h^\top V_h)}
+              {\tilde Q_h \sum_j \tilde K_{h,j}^\top} + \tilde Q_h,\qquad
+              \tilde Q = \mathrm{softmax}_d(Q),\ \tilde K = \mathrm{softmax}_d(K)
+
+    (softmax over each head's channels, so every row of :math:`\tilde Q \tilde K^\top` is a
+    probability distribution over the context tokens: a linear-cost stand-in for softmax
+    attention), then the heads are concatenated and mapped by out_proj. The ``+ Q̃`` term is
+    in GNOT's code.
+
+    Parameters
+    ----------
+    width, heads : int
+
+    References
+    ----------
+    Z. Hao et al., "GNOT: A general neural operator transformer for operator learning",
+    ICML 2023.
+    """
+
+    def forward(self, tokens: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self._qkv(tokens, context)
+        q, k = q.softmax(dim=-1), k.softmax(dim=-1)
+        normaliser = (q * k.sum(dim=-2, keepdim=True)).sum(dim=-1, keepdim=True)
+        return self._merge(q @ (k.transpose(-2, -1) @ v) / normaliser + q)
+
+
+class SoftmaxAttention(_MultiHeadMixer):
+    r"""Plain multi-head softmax attention (Vaswani et al., 2017), self or cross.
+
+    .. math:: \mathrm{Attn}(x, x')_h = \mathrm{softmax}\big(Q_h K_h^\top / \sqrt{d}\big) V_h
+
+    through :func:`torch.nn.functional.scaled_dot_product_attention` (memory-efficient kernels
+    where PyTorch has them); quadratic in the number of tokens.
+
+    Parameters
+    ----------
+    width, heads : int
+    """
+
+    def forward(self, tokens: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self._qkv(tokens, context)
+        return self._merge(F.scaled_dot_product_attention(q, k, v))
