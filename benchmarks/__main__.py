@@ -206,6 +206,23 @@ def table() -> str:
                          f"{fno_row['epochs_done']} epochs)",
                          f"{error['ssno_memory'] / error['fno_1d']:.2f}",
                          _when(learning)))
+    mno = _load("mno")
+    if mno:
+        models = mno["models"]
+        for backbone in ("galerkin", "gnot", "oformer"):
+            mamba, attention = models.get(f"{backbone}-mamba"), models.get(f"{backbone}-attention")
+            if not (mamba and attention):
+                continue
+            paper = mno["paper_table1"]
+            cited = (f"paper: {paper[f'{backbone}/mamba']['rel_l2']} vs "
+                     f"{paper[f'{backbone}/attention']['rel_l2']}")
+            rows.append((f"MNO {backbone} on pdebench-like Darcy 64², mamba vs attention mixer,"
+                         f" {mno['budget_seconds']:.0f} s CPU each (test rel. L2; {cited})",
+                         f"{mamba['rel_l2']:.4f} (mamba; {mamba['epochs_done']} epochs over "
+                         f"{mamba['train_samples']} samples)",
+                         f"{attention['rel_l2']:.4f} (attention; {attention['epochs_done']} "
+                         f"epochs over {attention['train_samples']} samples)",
+                         f"{mamba['rel_l2'] / attention['rel_l2']:.2f}", _when(mno)))
     paper = {"darcy": {"lamo": 0.0039, "geomano": 0.0036, "fno": 0.0108},
              "navier-stokes": {"lamo": 0.0460, "fno": 0.1556}}
     for task in ("darcy", "navier-stokes"):

@@ -52,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_training import _subset_file, _test_file  # noqa: E402
+from benchmarks.bench_training import _subset_file, _test_file, budget_plan  # noqa: E402
 from benchmarks.common import RESULTS, header, write  # noqa: E402
 
 BACKBONES = ("galerkin", "gnot", "oformer")
@@ -160,9 +160,6 @@ def main(argv=None) -> dict:
         num_train = ds.sizes[schema.SAMPLE] - args.num_test
     probe_samples = min(args.probe_samples, num_train)
     probe_data, _ = _subset_file(args.data, 0, probe_samples, args.runs / "probe.nc")
-    # Each model first trains untimed on one sample: the first calls of a process (kernels
-    # loaded or compiled, lazy imports) would otherwise inflate the first model's estimate.
-    warm_data, _ = _subset_file(args.data, 0, 1, args.runs / "warm.nc")
     common = dict(batch_size=args.batch_size, lr=args.lr, num_test=args.num_test, seed=0)
 
     result = header("mno")
@@ -183,23 +180,11 @@ def main(argv=None) -> dict:
     for backbone, mixer in itertools.product(args.backbones, args.mixers):
         name = f"{backbone}-{mixer}"
         options = {**overrides, "mixer": mixer}
-        probe = args.runs / f"{name}-probe"
-        one_epoch = TrainConfig(epochs=1, **dict(common, num_test=0))
-        shutil.rmtree(probe, ignore_errors=True)
-        train("mno", warm_data, out=probe, preset=backbone, model_overrides=options,
-              config=one_epoch, progress=False)
-        shutil.rmtree(probe)
-        started = time.perf_counter()
-        train("mno", probe_data, out=probe, preset=backbone, model_overrides=options,
-              config=one_epoch, progress=False)
-        epoch_estimate = (time.perf_counter() - started) * num_train / probe_samples
-        epochs = max(1, int(args.budget // epoch_estimate))
-        data, used = args.data, num_train
-        if epoch_estimate > args.budget:
-            # Slower than one pass in the budget: one epoch over as many training samples as
-            # the budget buys, so that every model gets the same seconds.
-            used = max(1, int(num_train * args.budget / epoch_estimate))
-            data, _ = _subset_file(args.data, args.num_test, used, args.runs / f"{name}.nc")
+        plan = budget_plan("mno", backbone, data=args.data, num_test=args.num_test,
+                           budget=args.budget, probe_data=probe_data,
+                           probe_samples=probe_samples, num_train=num_train, common=common,
+                           overrides=options, workdir=args.runs, name=name)
+        data, epochs = plan["data"], plan["epochs"]
         run = args.runs / name
         shutil.rmtree(run, ignore_errors=True)
         started = time.perf_counter()
@@ -215,8 +200,8 @@ def main(argv=None) -> dict:
                **scores(predictions, test_file, task.fields),
                "rel_l2": evaluation["rel_l2"],
                "seconds_per_epoch": _epoch_seconds(run),
-               "epoch_seconds_estimate": epoch_estimate, "train_samples": used,
-               "epochs_planned": epochs,
+               "epoch_seconds_estimate": plan["epoch_seconds_estimate"],
+               "train_samples": plan["train_samples"], "epochs_planned": epochs,
                "epochs_done": metrics["epoch"], "train_seconds": seconds,
                "final_train_loss": metrics["train_loss"],
                "model_config": record["model_config"]}

@@ -3,8 +3,8 @@
 For each model, in one run: time an epoch (on ``--probe-samples`` samples, scaled), set the
 number of epochs so that the whole OneCycle schedule fits the budget (a model slower than one
 epoch per budget gets one epoch over as many training samples as the budget buys), train (with
-the budget as a hard stop too), and evaluate the test relative L2. Same data, split, batch size, learning
-rate and seed for every model.
+the budget as a hard stop too), and evaluate the test relative L2. Same data, split, batch
+size, learning rate and seed for every model.
 
     python benchmarks/bench_training.py --task darcy --data darcy43.nc --num-test 100 \\
         --budget 300 --models lamo geomano fno
@@ -54,6 +54,35 @@ def _subset_file(data: Path, num_test: int, samples: int, path: Path) -> tuple[P
     return path, num_train
 
 
+def budget_plan(model: str, preset: str, *, data: Path, num_test: int, budget: float,
+                probe_data: Path, probe_samples: int, num_train: int, common: dict,
+                overrides: dict, workdir: Path, name: str) -> dict:
+    """How ``model`` spends ``budget`` seconds of training: epochs, data file, samples.
+
+    An epoch is timed on ``probe_samples`` samples (twice: the first run compiles and warms the
+    caches) by the trainer's own epoch clock, which leaves out set-up and evaluation, and
+    scaled to ``num_train``. A model slower than one epoch per budget gets one epoch over as
+    many training samples as the budget buys (written as a subset file in ``workdir``).
+    """
+    from ssmpde.surrogates.train import TrainConfig, train
+
+    probe = workdir / f"{name}-probe"
+    for _ in range(2):
+        shutil.rmtree(probe, ignore_errors=True)
+        metrics = train(model, probe_data, out=probe, preset=preset, model_overrides=overrides,
+                        config=TrainConfig(epochs=1, **dict(common, num_test=0)),
+                        progress=False)
+    shutil.rmtree(probe, ignore_errors=True)
+    epoch_seconds = metrics["seconds"] * num_train / probe_samples
+    plan = {"epochs": max(1, int(budget // epoch_seconds)), "data": data,
+            "train_samples": num_train, "epoch_seconds_estimate": epoch_seconds}
+    if epoch_seconds > budget:
+        used = max(1, int(num_train * budget / epoch_seconds))
+        plan.update(train_samples=used,
+                    data=_subset_file(data, num_test, used, workdir / f"{name}.nc")[0])
+    return plan
+
+
 def main(argv=None) -> dict:
     from ssmpde.surrogates import parameter_count
     from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
@@ -98,19 +127,11 @@ def main(argv=None) -> dict:
     result.update({"data": str(args.data), "budget_seconds": args.budget,
                    "settings": common, "models": {}})
     for name in args.models:
-        probe = args.runs / f"{name}-probe"
-        shutil.rmtree(probe, ignore_errors=True)
-        started = time.perf_counter()
-        train(name, probe_data, out=probe, preset=args.task, model_overrides=overrides,
-              config=TrainConfig(epochs=1, **dict(common, num_test=0)), progress=False)
-        epoch_seconds = (time.perf_counter() - started) * num_train / probe_samples
-        epochs = max(1, int(args.budget // epoch_seconds))
-        data, used = args.data, num_train
-        if epoch_seconds > args.budget:
-            # Slower than one pass in the budget (LaMO on a CPU): one epoch over as many
-            # training samples as the budget buys, so every model gets the same seconds.
-            used = max(1, int(num_train * args.budget / epoch_seconds))
-            data, _ = _subset_file(args.data, args.num_test, used, args.runs / f"{name}.nc")
+        plan = budget_plan(name, args.task, data=args.data, num_test=args.num_test,
+                           budget=args.budget, probe_data=probe_data,
+                           probe_samples=probe_samples, num_train=num_train, common=common,
+                           overrides=overrides, workdir=args.runs, name=name)
+        data, epochs = plan["data"], plan["epochs"]
         run = args.runs / name
         shutil.rmtree(run, ignore_errors=True)
         started = time.perf_counter()
@@ -122,8 +143,9 @@ def main(argv=None) -> dict:
         evaluation = evaluate(run, test_file)
         model, record = load_checkpoint(run)
         row = {"parameters": parameter_count(model), "model_config": record["model_config"],
-               "epoch_seconds_estimate": epoch_seconds, "train_samples": used,
-               "epochs_planned": epochs, "epochs_done": metrics["epoch"],
+               "epoch_seconds_estimate": plan["epoch_seconds_estimate"],
+               "train_samples": plan["train_samples"], "epochs_planned": epochs,
+               "epochs_done": metrics["epoch"],
                "train_seconds": seconds, "final_train_loss": metrics["train_loss"],
                "test_rel_l2": evaluation["rel_l2"]}
         if "rel_l2_per_step" in evaluation:

@@ -47,9 +47,11 @@ def test_training_benchmark_runs(tmp_path):
                                   "--budget", "2", "--model-option", "width=8",
                                   "--model-option", "depth=1", "--runs", str(tmp_path / "runs"),
                                   "--out", str(out)])
-    assert json.loads(out.read_text())["models"].keys() == {"geomano", "fno"}
+    assert json.loads(out.read_text())["models"].keys() == {"lamo", "geomano", "fno"}
     for row in result["models"].values():
         assert 0 < row["test_rel_l2"] < 10 and row["epochs_done"] >= 1
+        # a 2 s budget buys less than an epoch of 4 samples: one epoch over fewer samples
+        assert 1 <= row["train_samples"] <= 4
 
 
 def test_results_table_has_a_row_per_result_with_date_and_machine():
