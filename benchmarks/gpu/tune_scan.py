@@ -41,24 +41,18 @@ def median_seconds(call, repeats, warmup=2):
 
 
 def triton_call(inputs, chunk, backward):
-    args = [inputs[k] for k in ("u", "delta", "A", "B", "C")]
-    gradient = None
+    """bench_scan's Triton call with ``chunk`` positions per chunk (the default is read at
+    call time)."""
+    call = cuda_call("triton", inputs, backward)
 
-    def call():
-        nonlocal gradient
-        with torch.set_grad_enabled(backward):
-            out = scan_triton.selective_scan_triton(
-                *args, D=inputs["D"], z=inputs["z"], delta_bias=inputs["delta_bias"],
-                delta_softplus=True, chunk_size=chunk)
-            if backward:
-                if gradient is None:
-                    gradient = torch.randn_like(out)
-                out.backward(gradient)
-                for tensor in inputs.values():
-                    tensor.grad = None
-        return out
+    def chunked():
+        saved, scan_triton.DEFAULT_CHUNK_SIZE = scan_triton.DEFAULT_CHUNK_SIZE, chunk
+        try:
+            return call()
+        finally:
+            scan_triton.DEFAULT_CHUNK_SIZE = saved
 
-    return call
+    return chunked
 
 
 def timed_setting(kernel, setting, call, repeats):
