@@ -1,4 +1,4 @@
-"""Command line: ``ssmpde generate | info``. Thin wrappers over the Python API."""
+"""Command line: ``ssmpde generate | info | convert | ...``. Thin wrappers over the Python API."""
 
 from __future__ import annotations
 
@@ -93,7 +93,16 @@ def _add_solver_parser(subparsers, name: str) -> None:
                      help="most memory the run may plan to use at once: bytes or a size such "
                           "as 8G, 512M (default: SSMPDE_MAX_MEMORY, else 80%% of the "
                           "available memory)")
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--no-progress", action="store_true",
+                     help="hide the progress bar (and, on a cluster, the dashboard line)")
+    cluster = parser.add_argument_group(
+        "dask cluster (writes a zarr store batch by batch; see docs/scale-out.md)")
+    cluster.add_argument("--workers", type=int, metavar="N",
+                         help="start a local dask cluster of N worker processes, each "
+                              "running one batch at a time on cores // N numba/FFTW threads")
+    cluster.add_argument("--scheduler", metavar="ADDRESS",
+                         help="'local', or the address of a running dask scheduler "
+                              "(tcp://host:8786) whose workers share --out's file system")
     physics = parser.add_argument_group(f"{name} options (default: the solver's default)")
     helps = _field_help(cls.Config)
     hints = typing.get_type_hints(cls.Config)
@@ -131,8 +140,18 @@ def _build_parser() -> argparse.ArgumentParser:
     for name in list_solvers():
         _add_solver_parser(equations, name)
     info = commands.add_parser("info", help="describe a dataset file",
-                               description="Print dims, variables, config and size of a dataset.")
+                               description="Print dims, variables, config and size of a "
+                                           "dataset; for a zarr store still being written, "
+                                           "how many batches are complete.")
     info.add_argument("path", help="netCDF (.nc) file or zarr store")
+    convert = commands.add_parser(
+        "convert", help="copy a dataset between netCDF and zarr",
+        description="Copy a dataset between netCDF4 (.nc) and zarr (.zarr), either way, value "
+                    "for value with every attribute, one sample at a time.")
+    convert.add_argument("source", help="netCDF file or finished zarr store")
+    convert.add_argument("target", help="the copy: .nc, .nc4, .netcdf or .zarr")
+    convert.add_argument("--overwrite", action="store_true",
+                         help="replace an existing target written by ssmpde")
     models = commands.add_parser("models", help="list the surrogate models and their presets",
                                  description="List the registered surrogate models with their "
                                              "presets and parameter counts.")
@@ -225,7 +244,8 @@ def _generate(args: argparse.Namespace) -> int:
               if k.startswith("config__") and v is not None}
     ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
                   batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
-                  progress=not args.no_progress, max_memory=args.max_memory, **config)
+                  progress=not args.no_progress, max_memory=args.max_memory,
+                  scheduler=args.scheduler, workers=args.workers, **config)
     sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {args.out} ({sizes})")
     ds.close()
@@ -236,6 +256,16 @@ def _info(args: argparse.Namespace) -> int:
     from .data import describe
 
     print(describe(args.path))
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from .data import convert, open_dataset
+
+    target = convert(args.source, args.target, overwrite=args.overwrite)
+    with open_dataset(target) as ds:
+        sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
+    print(f"wrote {target} ({sizes})")
     return 0
 
 
@@ -362,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = _build_parser()
     args = parser.parse_args(argv)  # a bad command line exits 2 with one line
-    handlers = {"generate": _generate, "info": _info, "models": _models, "train": _train,
+    handlers = {"generate": _generate, "info": _info, "convert": _convert, "models": _models,
+                "train": _train,
                 "evaluate": _evaluate, "rollout": _rollout, "warm-start": _warm_start}
     try:
         return handlers[args.command](args)

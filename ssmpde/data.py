@@ -12,7 +12,14 @@ Every dataset the toolkit writes or reads is an :class:`xarray.Dataset` with
 :func:`build_dataset` assembles such a dataset, :func:`validate` checks one and lists every
 problem with its fix, :func:`save` writes netCDF4 or zarr atomically, :func:`open_dataset` and
 :func:`load_dataset` read them back and validate, :func:`describe` summarises one for
-``ssmpde info``.  The ``ds.ssmpde`` accessor exposes the same operations on a dataset.
+``ssmpde info``, :func:`convert` copies one between netCDF4 and zarr.  The ``ds.ssmpde`` accessor
+exposes the same operations on a dataset.
+
+Parallel writers (dask workers of ``ssmpde generate --workers``) share one zarr store:
+:func:`create_store` lays it out with every sample still missing, each worker fills its own
+samples with :func:`write_store_region`, the one driver records finished sample ranges in the
+store's :data:`PROGRESS_ATTR` attribute (:class:`StoreProgress`), and :func:`finish_store` marks
+it complete. Readers refuse a store that still has a progress record.
 
 Notes
 -----
@@ -32,6 +39,7 @@ import math
 import numbers
 import os
 import pathlib
+import re
 import shutil
 import time
 import uuid
@@ -57,8 +65,13 @@ __all__ = [
     "Y",
     "DatasetFileError",
     "OutputLockedError",
+    "PROGRESS_ATTR",
+    "StoreProgress",
     "atomic_path",
     "check_output",
+    "convert",
+    "create_store",
+    "finish_store",
     "SchemaError",
     "SsmpdeAccessor",
     "build_dataset",
@@ -72,8 +85,11 @@ __all__ = [
     "roles_of",
     "sample_coordinate",
     "save",
+    "store_progress",
     "time_coordinate",
+    "update_store_progress",
     "validate",
+    "write_store_region",
 ]
 
 SAMPLE, TIME, Y, X = "sample", "time", "y", "x"
@@ -683,16 +699,21 @@ def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
                  encoding=_netcdf_encoding(ds))
 
 
+def _zarr_encoding(ds: xr.Dataset) -> dict[str, dict]:
+    """No fill value (values round-trip exactly), data variables one sample per chunk."""
+    encoding: dict[str, dict] = {name: {"_FillValue": None} for name in ds.variables}
+    for name, chunks in _chunk_plan(ds).items():
+        if ds[name].ndim > 0:
+            encoding[name]["chunks"] = chunks
+    return encoding
+
+
 def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
-    plan = _chunk_plan(ds)
     if any(var.chunks is not None for var in ds.variables.values()):
         # Dask chunks that straddle zarr chunks would make parallel writes unsafe.
         ds = ds.chunk({dim: 1 if dim == SAMPLE else -1 for dim in ds.dims})
-    encoding: dict[str, dict] = {name: {"_FillValue": None} for name in ds.variables}
-    for name, chunks in plan.items():
-        if ds[name].ndim > 0:
-            encoding[name]["chunks"] = chunks
-    ds.to_zarr(path, mode="w-", zarr_format=ZARR_FORMAT, consolidated=True, encoding=encoding)
+    ds.to_zarr(path, mode="w-", zarr_format=ZARR_FORMAT, consolidated=True,
+               encoding=_zarr_encoding(ds))
 
 
 def _remove(path: pathlib.Path, *, settle: float = 5.0) -> None:
@@ -800,6 +821,8 @@ def is_ssmpde_output(path: str | os.PathLike) -> bool:
                 return False
         if not _is_zarr_store(path):
             return False
+        if PROGRESS_ATTR in (_root_attributes(path) or {}):
+            return True  # a store that `generate` is still writing
     try:
         with _open(path, None) as ds:
             return "ssmpde_equation" in ds.attrs
@@ -945,7 +968,8 @@ def _is_zarr_store(path: pathlib.Path) -> bool:
     return any((path / marker).is_file() for marker in (".zgroup", ".zmetadata", "zarr.json"))
 
 
-def _open(path: pathlib.Path, chunks: Any) -> xr.Dataset:
+def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.Dataset:
+    """Open without validation; a store still being written only with ``in_progress``."""
     if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
                                 "(check the path)")
@@ -954,6 +978,12 @@ def _open(path: pathlib.Path, chunks: Any) -> xr.Dataset:
             raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is a directory "
                                    "without zarr metadata (.zgroup or zarr.json). Regenerate "
                                    "it or check the path.")
+        progress = store_progress(path)
+        if progress is not None and not in_progress:
+            raise DatasetFileError(
+                f"'{path}' is a zarr store still being written ({progress.summary()}), not a "
+                "finished dataset: wait for its run to finish, or rerun the same `ssmpde "
+                f"generate` command to resume it (`ssmpde info {path}` shows its state)")
         # Ask for consolidated metadata only where it is known to exist (format 2) or may exist
         # (format 3 keeps it inside zarr.json), so xarray does not warn about a fallback.
         if (path / ".zmetadata").is_file():
@@ -1012,8 +1042,13 @@ def open_dataset(path: str | os.PathLike, *, validate: bool = True,
     Corruption inside data chunks only shows when the values are read; :func:`load_dataset`
     reads everything and reports it as :class:`DatasetFileError`.
     """
-    source = pathlib.Path(os.fspath(path)).expanduser()
-    ds = _open(source, chunks)
+    return _open_dataset(pathlib.Path(os.fspath(path)).expanduser(), validate=validate,
+                         chunks=chunks)
+
+
+def _open_dataset(source: pathlib.Path, *, validate: bool, chunks: Any,
+                  in_progress: bool = False) -> xr.Dataset:
+    ds = _open(source, chunks, in_progress=in_progress)
     objects = [name for name, var in ds.variables.items() if var.dtype == object]
     if objects:
         ds.close()
@@ -1061,6 +1096,365 @@ def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Datase
     finally:
         ds.close()
     return ds
+
+
+# --------------------------------------------------------------------------------------------
+# Zarr stores written in parallel
+# --------------------------------------------------------------------------------------------
+
+#: Root attribute of a zarr store that is still being written: its :class:`StoreProgress` as
+#: JSON. Present exactly while samples are missing, so every zarr reader can see it;
+#: :func:`finish_store` removes it.
+PROGRESS_ATTR = "ssmpde_progress"
+# Temporaries zarr's LocalStore writes before renaming a chunk or metadata file into place: a
+# worker killed during a write leaves one (the chunk itself is rewritten on resume).
+_ZARR_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
+# Sample coordinates are written in blocks of this many values, so a layout never holds all.
+_COORDINATE_BLOCK = 2 ** 20
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreProgress:
+    """What a zarr store still being written records about itself.
+
+    Parameters
+    ----------
+    config : dict
+        The generator config of the run (``ssmpde_config``); a rerun resumes only with the same.
+    history : str
+        The run's ``history`` attribute (kept across resumes).
+    run_id : str
+        Random identifier of the store's layout: a batch computed for another layout (a run
+        discarded with ``--overwrite`` whose tasks still run on a cluster) is never written.
+    num_samples, batch_size : int
+        Samples of the dataset, and samples per batch of the latest run.
+    complete : tuple of (int, int)
+        Sorted, disjoint, non-adjacent sample ranges ``[start, stop)`` whose values are written.
+    """
+
+    config: dict
+    history: str
+    run_id: str
+    num_samples: int
+    batch_size: int
+    complete: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def samples_complete(self) -> int:
+        """Number of samples written."""
+        return sum(stop - start for start, stop in self.complete)
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether every sample is written."""
+        return self.complete == ((0, self.num_samples),)
+
+    def batch_counts(self) -> tuple[int, int]:
+        """``(complete, total)`` batches of :attr:`batch_size`: what is written, plus the
+        batches still needed for the gaps. O(number of ranges), whatever ``num_samples``."""
+        size = self.batch_size
+        done = sum(-(-(stop - start) // size) for start, stop in self.complete)
+        missing, position = 0, 0
+        for start, stop in (*self.complete, (self.num_samples, self.num_samples)):
+            missing += -(-max(0, start - position) // size)
+            position = max(position, stop)
+        return done, done + missing
+
+    def summary(self) -> str:
+        """E.g. ``"3 of 10 batches complete (24 of 80 samples, batches of 8)"``."""
+        done, total = self.batch_counts()
+        return (f"{done} of {total} batches complete ({self.samples_complete:_} of "
+                f"{self.num_samples:_} samples, batches of {self.batch_size})")
+
+    def with_complete(self, start: int, stop: int) -> StoreProgress:
+        """A new record with samples ``[start, stop)`` written too (ranges merged)."""
+        if not 0 <= start < stop <= self.num_samples:
+            raise ValueError(f"sample range [{start}, {stop}) is outside 0..{self.num_samples}")
+        merged: list[tuple[int, int]] = []
+        for first, last in sorted((*self.complete, (start, stop))):
+            if merged and first <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        return dataclasses.replace(self, complete=tuple(merged))
+
+    def to_json(self) -> str:
+        record = dataclasses.asdict(self)
+        record["complete"] = [list(piece) for piece in self.complete]
+        return json.dumps(record, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: Any, source: str | os.PathLike = "store") -> StoreProgress:
+        """Parse a record; :class:`DatasetFileError` naming ``source`` if it is not one."""
+        fix = (f"'{source}' cannot be resumed: delete it, or regenerate it with --overwrite "
+               "(overwrite=True)")
+        try:
+            record = json.loads(text)
+            complete = tuple((int(a), int(b)) for a, b in record.pop("complete"))
+            progress = cls(complete=complete, **record)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise DatasetFileError(f"the progress record ('{PROGRESS_ATTR}' attribute) of "
+                                   f"'{source}' is unreadable ({exc}): {fix}") from None
+        position = 0
+        for start, stop in progress.complete:
+            if not position <= start < stop <= progress.num_samples:
+                raise DatasetFileError(f"the progress record of '{source}' lists the sample "
+                                       f"ranges {list(progress.complete)}, which are not "
+                                       f"sorted, disjoint ranges of 0..{progress.num_samples}: "
+                                       f"{fix}")
+            position = stop
+        return progress
+
+
+def _root_attributes(path: pathlib.Path) -> dict | None:
+    """The root group's attributes of a zarr format 2 store, None where there are none."""
+    try:
+        attrs = json.loads((path / ".zattrs").read_text())
+    except (OSError, ValueError):
+        return None
+    return attrs if isinstance(attrs, dict) else None
+
+
+def store_progress(path: str | os.PathLike) -> StoreProgress | None:
+    """The progress record of a zarr store still being written, None for anything else.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Any path: a finished store, a netCDF file or nothing at all give None.
+
+    Returns
+    -------
+    StoreProgress or None
+
+    Raises
+    ------
+    DatasetFileError
+        If the store has a progress attribute that cannot be parsed.
+
+    Examples
+    --------
+    >>> store_progress("ns.zarr").summary()  # doctest: +SKIP
+    '3 of 10 batches complete (24 of 80 samples, batches of 8)'
+    """
+    path = pathlib.Path(os.fspath(path)).expanduser()
+    if not (path.is_dir() and (path / ".zgroup").is_file()):
+        return None
+    attrs = _root_attributes(path)
+    if attrs is None or PROGRESS_ATTR not in attrs:
+        return None
+    return StoreProgress.from_json(attrs[PROGRESS_ATTR], path)
+
+
+def _zarr_group(path: pathlib.Path, mode: str):
+    import zarr  # imported here: only the parallel-store functions talk to zarr directly
+
+    return zarr.open_group(path, mode=mode, zarr_format=ZARR_FORMAT)
+
+
+def create_store(template: xr.Dataset, path: str | os.PathLike,
+                 progress: StoreProgress) -> pathlib.Path:
+    """Lay out a zarr store for parallel writers, every sample still missing.
+
+    Parameters
+    ----------
+    template : xarray.Dataset
+        The finished dataset's structure: coordinates (``sample`` included, ``0 .. n-1``),
+        attributes, and data variables of the final shape and dtype whose values are never
+        read (lazy placeholders such as ``dask.array.empty`` with one chunk). The ``sample``
+        coordinate may be a dask array without an index, so a huge layout holds no sample
+        list in memory.
+    path : str or os.PathLike
+        The ``.zarr`` target. Whatever is there is replaced (the caller checks the output
+        policy, :func:`check_output`, under :func:`output_lock`).
+    progress : StoreProgress
+        The record to start with, stored in the :data:`PROGRESS_ATTR` attribute.
+
+    Returns
+    -------
+    pathlib.Path
+        The store.
+
+    Notes
+    -----
+    Same layout as :func:`save` (zarr format 2, one sample per chunk, no fill value), so a
+    finished store reads exactly like one :func:`save` wrote. Nothing but metadata and
+    coordinates is written: unwritten chunks read as 0 until their samples are written, and
+    readers refuse the store while :data:`PROGRESS_ATTR` is present. The layout is made under
+    a temporary name and renamed into place, so ``path`` is either absent or fully laid out.
+    """
+    target = pathlib.Path(os.fspath(path)).expanduser()
+    if _format_of_suffix(target) != "zarr":
+        raise ValueError(f"'{target}': parallel writes go to a zarr store; use a "
+                         f"{ZARR_SUFFIXES[0]} path")
+    _check_storable_attrs(template)
+    _raise_if_invalid(template)
+    if template.sizes.get(SAMPLE) != progress.num_samples:
+        raise ValueError(f"the template has {template.sizes.get(SAMPLE)} samples, the progress "
+                         f"record {progress.num_samples}")
+    layout = template.drop_encoding().assign_attrs({PROGRESS_ATTR: progress.to_json()})
+    with atomic_path(target) as tmp:
+        # compute=False: metadata and in-memory coordinates only; the placeholders' values and
+        # dask-backed coordinates are never computed by xarray.
+        layout.to_zarr(tmp, mode="w-", zarr_format=ZARR_FORMAT, consolidated=False,
+                       encoding=_zarr_encoding(layout), compute=False)
+        group = _zarr_group(tmp, "r+")
+        for name, coord in layout.coords.items():
+            if coord.chunks is None:
+                continue
+            array = group[name]
+            for start in range(0, coord.shape[0], _COORDINATE_BLOCK):
+                block = coord.data[start:start + _COORDINATE_BLOCK]
+                # here, never on a dask cluster that happens to be the default scheduler
+                array[start:start + block.shape[0]] = block.compute(scheduler="synchronous")
+    return target
+
+
+def update_store_progress(path: str | os.PathLike, progress: StoreProgress) -> None:
+    """Replace the progress record of a store being written (one driver calls this).
+
+    The root attributes are rewritten whole through a temporary file (zarr's local store
+    renames it into place), so a reader or a killed driver never sees half a record.
+    """
+    target = pathlib.Path(os.fspath(path)).expanduser()
+    _zarr_group(target, "r+").attrs[PROGRESS_ATTR] = progress.to_json()
+
+
+def write_store_region(ds: xr.Dataset, path: str | os.PathLike, *, run_id: str) -> None:
+    """Write the samples of ``ds`` into their region of a store being written.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Consecutive samples ``start .. stop-1`` (its ``sample`` coordinate) with every data
+        variable of the store, each of the store's per-sample shape and dtype.
+    path : str or os.PathLike
+        A store made by :func:`create_store`, on a file system this process sees.
+    run_id : str
+        The :attr:`StoreProgress.run_id` the samples were computed for.
+
+    Raises
+    ------
+    DatasetFileError
+        If there is no store being written at ``path`` (not on a shared file system, already
+        finished), it belongs to another run, or ``ds`` does not match its layout. Nothing is
+        written then.
+
+    Notes
+    -----
+    Regions are whole chunks (one sample each), so concurrent writers of different samples
+    never touch the same file, and writing the same samples twice writes the same bytes.
+    Each chunk file is written to a temporary and renamed, so a killed writer leaves the old
+    chunk or the new one, never half of one. Values pass unchanged (no fill value, no scaling):
+    the bytes are those :func:`save` writes.
+    """
+    target = pathlib.Path(os.fspath(path)).expanduser()
+    progress = store_progress(target)
+    if progress is None:
+        raise DatasetFileError(
+            f"there is no zarr store being written at '{target}' on this machine: put the "
+            "output on a file system that every dask worker shares with the driver, at the "
+            "same path")
+    if progress.run_id != run_id:
+        raise DatasetFileError(f"'{target}' was laid out again by another run (--overwrite) "
+                               "after this batch was scheduled: not writing it")
+    indices = np.asarray(ds[SAMPLE].values)
+    start = int(indices[0]) if indices.size else 0
+    stop = start + indices.size
+    if not indices.size or not np.array_equal(indices, np.arange(start, stop)) \
+            or stop > progress.num_samples:
+        raise DatasetFileError(f"samples {indices.tolist()[:8]} are not a run of consecutive "
+                               f"indices inside 0..{progress.num_samples - 1}")
+    # zarr directly, one array at a time: a reader that lists the store's members (xarray
+    # does) would trip over the temporary of a progress update the driver is writing.
+    group = _zarr_group(target, "r+")
+    arrays, problems = {}, []
+    for name, var in ds.data_vars.items():
+        try:
+            array = group[name]
+        except KeyError:
+            problems.append(f"the store has no variable '{name}'")
+            continue
+        dims = tuple(array.attrs.get("_ARRAY_DIMENSIONS", ()))
+        if dims != var.dims or array.shape[1:] != var.shape[1:] or array.dtype != var.dtype:
+            problems.append(f"'{name}' is {var.dims} {var.shape[1:]} {var.dtype} per batch, "
+                            f"the store has {dims} {array.shape[1:]} {array.dtype}")
+        arrays[name] = array
+    if problems:
+        raise DatasetFileError(f"samples {start}..{stop - 1} do not fit the layout of "
+                               f"'{target}': {'; '.join(problems)}")
+    for name, array in arrays.items():
+        array[start:stop] = np.asarray(ds[name].values)
+
+
+def finish_store(path: str | os.PathLike) -> pathlib.Path:
+    """Mark a store whose samples are all written complete.
+
+    Removes what killed writers left (zarr's ``*.partial`` temporaries), deletes the progress
+    record, then consolidates the metadata, after which the store reads like one :func:`save`
+    wrote. Each step can be repeated, so a driver killed in between finishes on its rerun.
+
+    Raises
+    ------
+    ValueError
+        If the progress record still lists missing samples.
+    """
+    target = pathlib.Path(os.fspath(path)).expanduser()
+    progress = store_progress(target)
+    if progress is not None:
+        if not progress.is_complete:
+            raise ValueError(f"'{target}' is not finished: {progress.summary()}")
+        for root, _, names in os.walk(target):
+            for name in names:
+                if _ZARR_PARTIAL.search(name):
+                    (pathlib.Path(root) / name).unlink(missing_ok=True)
+        group = _zarr_group(target, "r+")
+        del group.attrs[PROGRESS_ATTR]
+    import zarr
+
+    zarr.consolidate_metadata(target, zarr_format=ZARR_FORMAT)
+    return target
+
+
+def convert(source: str | os.PathLike, target: str | os.PathLike, *,
+            overwrite: bool = False) -> pathlib.Path:
+    """Copy a dataset between netCDF4 and zarr (either way), value for value.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A netCDF4 file or a finished zarr store (one still being written is refused).
+    target : str or os.PathLike
+        The copy; its suffix picks the format (``.nc``, ``.nc4``, ``.netcdf`` or ``.zarr``).
+    overwrite : bool
+        Replace an existing ``target`` written by ssmpde.
+
+    Returns
+    -------
+    pathlib.Path
+        The target.
+
+    Notes
+    -----
+    Values, dtypes, coordinates and every attribute (``history`` included) are copied
+    unchanged, so a round trip gives the same dataset. The data stream through one sample at
+    a time (dask chunks), so the dataset need not fit in memory. The target is written
+    atomically under its output lock (:func:`output_lock`).
+
+    Examples
+    --------
+    >>> convert("ns.zarr", "ns.nc")  # doctest: +SKIP
+    PosixPath('ns.nc')
+    """
+    source = pathlib.Path(os.fspath(source)).expanduser()
+    target = pathlib.Path(os.fspath(target)).expanduser()
+    _format_of_suffix(target)  # an unknown suffix fails before the source is read
+    with output_lock(target):
+        remove_stale_temporaries(target)
+        check_output(target, inputs=[source], overwrite=overwrite, flag="target")
+        with open_dataset(source, chunks={}) as ds:
+            save(ds, target, overwrite=overwrite, validate=False)
+    return target
 
 
 # --------------------------------------------------------------------------------------------
@@ -1128,7 +1522,7 @@ def _summary(ds: xr.Dataset) -> list[str]:
                      f"long_name={var.attrs.get('long_name', '(missing)')!r} min/max={stats}")
     lines.append("global attributes:")
     for key, value in ds.attrs.items():
-        if key != "ssmpde_config":
+        if key not in ("ssmpde_config", PROGRESS_ATTR):
             lines.append(f"  {key}: {value}")
     lines.append("config:")
     try:
@@ -1159,7 +1553,9 @@ def describe(path_or_ds: str | os.PathLike | xr.Dataset) -> str:
     str
         Several lines: path, format, size, equation, dimensions with sizes, coordinates (range
         and units), data variables (dims, dtype, units, long_name, min/max), global attributes,
-        the pretty-printed config and the schema verdict.
+        the pretty-printed config and the schema verdict. A zarr store still being written
+        gets a ``status:`` line (how many batches and samples are complete), and the rest
+        describes its complete samples only.
 
     Notes
     -----
@@ -1177,10 +1573,22 @@ def describe(path_or_ds: str | os.PathLike | xr.Dataset) -> str:
                   f"size uncompressed: {_human_size(ds.nbytes)}"]
         return "\n".join(header + _summary(ds))
     path = pathlib.Path(os.fspath(path_or_ds)).expanduser()
-    with open_dataset(path, validate=False, chunks={}) as ds:
+    progress = store_progress(path)
+    with warnings.catch_warnings():
+        # Listing a store while its driver updates the progress record can meet the
+        # temporary of that update, which zarr warns about; it is gone a moment later.
+        warnings.filterwarnings("ignore", message=r"Object at .*\.partial is not recognized")
+        ds = _open_dataset(path, validate=False, chunks={}, in_progress=True)
+    with ds:
         header = [f"path: {path}", f"format: {_file_format(path)}",
                   f"size on disk: {_human_size(_disk_size(path))}"]
-        return "\n".join(header + _summary(ds))
+        if progress is None:
+            return "\n".join(header + _summary(ds))
+        header.append(f"status: being written, {progress.summary()}; rerun its `ssmpde "
+                      "generate` command to resume it. Below: the complete samples only.")
+        written = [np.arange(start, stop) for start, stop in progress.complete]
+        indices = np.concatenate(written) if written else np.arange(0)
+        return "\n".join(header + _summary(ds.isel({SAMPLE: indices})))
 
 
 # --------------------------------------------------------------------------------------------
