@@ -33,9 +33,10 @@ Numba compiles before any timing, on both sides (a small run of each problem fir
 sides run with the same numba thread count (``--threads``, default ``NUMBA_NUM_THREADS``, all
 cores); pyro's numba kernels are serial and the rest of it is NumPy array code, so it uses
 one core whatever the count: ours is also timed on one thread (``ssmpde_one_thread``).
-Short runs are repeated (the fastest kept, the same rule for both sides), and each timing
-records how many cores other processes kept busy meanwhile (``other_load_cores``, from
-``/proc/stat``): on a shared machine, a figure well above 0 marks a disturbed timing.
+Each timing records how many cores other processes kept busy meanwhile (``other_load_cores``,
+from ``/proc/stat``). Runs are repeated, the same rule for both sides, until they took
+``--min-seconds`` in all and the fastest was undisturbed (``--quiet-load``), at most
+``--repeats`` times; the fastest undisturbed run is kept (``disturbed`` says if none was).
 
 Finally the wall time of one sample of the ``ce-rm`` preset (Richtmyer–Meshkov, 256² → 128²,
 through the solver's generation API ``sample_inputs`` + ``solve_batch``): the full sample by
@@ -51,11 +52,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import math
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -238,28 +241,44 @@ def numba_threads(count: int):
         numba.set_num_threads(previous)
 
 
-def fastest(repeats: tuple[int, float], run) -> dict:
-    """The fastest of up to ``repeats[0]`` runs, stopping once they took ``repeats[1]`` seconds
-    in all (the same rule for both sides: short runs are repeated, long ones are not)."""
+class Repeats(NamedTuple):
+    """How often a timing is repeated: at most ``most`` runs, until they took ``until`` seconds
+    in all and the best was undisturbed (other processes kept at most ``quiet`` cores busy)."""
+
+    most: int = 5
+    until: float = 5.0
+    quiet: float = 0.2
+
+
+def fastest(repeats: Repeats, run) -> dict:
+    """The fastest undisturbed run (the fastest of all if none was): the same rule for both
+    sides, so short runs are repeated, long ones only when other work disturbed them."""
     best, total, runs = None, 0.0, 0
-    while runs < repeats[0] and (runs == 0 or total < repeats[1]):
+
+    def rank(result):
+        load = result["other_load_cores"]
+        return (load is not None and load > repeats.quiet, result["seconds"])
+
+    while runs < repeats.most:
         result = run()
         runs += 1
         total += result["seconds"]
-        if best is None or result["seconds"] < best["seconds"]:
+        if best is None or rank(result) < rank(best):
             best = result
-    return {**best, "runs": runs}
+        if total >= repeats.until and not rank(best)[0]:
+            break
+    return {**best, "runs": runs, "disturbed": rank(best)[0]}
 
 
 def timing(run: dict, cells: int) -> dict:
     return {"seconds": run["seconds"], "cpu_seconds": run["cpu_seconds"],
-            "other_load_cores": run["other_load_cores"], "steps": run["steps"],
-            "runs": run["runs"],
+            "other_load_cores": run["other_load_cores"], "disturbed": run["disturbed"],
+            "steps": run["steps"], "runs": run["runs"],
             "cell_updates_per_second": cells * run["steps"] / run["seconds"]}
 
 
 def sod_matched(nx: int, aspect: int, final_time: float, target: float,
-                repeats: tuple[int, float]) -> dict:
+                repeats: Repeats) -> dict:
     """ssmpde on the coarsest Sod grid finer than ``nx`` (steps of about nx/32, up to 2 nx)
     whose density L1 error is at most ``target``."""
     step = max(nx // 32, 1)
@@ -274,7 +293,7 @@ def sod_matched(nx: int, aspect: int, final_time: float, target: float,
     return {"not_found_up_to_nx": 2 * nx}
 
 
-def compare(problem: str, nx: int, ny: int, final_time: float, *, repeats: tuple[int, float],
+def compare(problem: str, nx: int, ny: int, final_time: float, *, repeats: Repeats,
             pyro: bool, aspect: int) -> dict:
     """One problem on one grid: both sides' timings, errors and ratios."""
     cells = nx * ny
@@ -315,11 +334,11 @@ def compare(problem: str, nx: int, ny: int, final_time: float, *, repeats: tuple
 def warm_up(pyro: bool) -> None:
     """Compile both sides' numba kernels (each boundary kind) before any timing."""
     for problem in BOUNDARY:
-        compare(problem, *grid_of(problem, 16, 4), 0.01, repeats=(1, 0.0), pyro=pyro,
-                aspect=4)
+        compare(problem, *grid_of(problem, 16, 4), 0.01, repeats=Repeats(1, 0.0, math.inf),
+                pyro=pyro, aspect=4)
 
 
-def ce_rm_sample(fraction: float, resolution: int | None) -> dict:
+def ce_rm_sample(fraction: float, resolution: int | None, repeats: Repeats) -> dict:
     """Wall time of one ``ce-rm`` sample through the generation API (``sample_inputs`` then
     ``solve_batch``), over ``fraction`` of the preset's final time (whole record intervals,
     at least one); the full-sample figure is that time over the fraction timed."""
@@ -332,7 +351,8 @@ def ce_rm_sample(fraction: float, resolution: int | None) -> dict:
     solver = preset if records == preset.num_records else get_solver(
         "euler", preset="ce-rm", **overrides, final_time=records * preset.config.record_interval)
     inputs = solver.sample_inputs(0, [0])
-    run = timed(lambda: solver.solve_batch(inputs))
+    once = repeats._replace(most=min(repeats.most, 3), until=0.0)  # redone only if disturbed
+    run = fastest(once, lambda: timed(lambda: solver.solve_batch(inputs)))
     del run["result"]
     share = records / preset.num_records
     return {"preset": "ce-rm", "config": solver.config_dict(),
@@ -353,10 +373,13 @@ def main(argv=None) -> dict:
                         help="n of the n × n Kelvin–Helmholtz runs (default 64 128 256; "
                              "quick 32 64)")
     parser.add_argument("--kh-time", type=float, default=0.5)
-    parser.add_argument("--repeats", type=int, default=5,
+    parser.add_argument("--repeats", type=int, default=Repeats().most,
                         help="most runs per side and grid (the fastest is kept)")
-    parser.add_argument("--min-seconds", type=float, default=5.0,
+    parser.add_argument("--min-seconds", type=float, default=Repeats().until,
                         help="runs are repeated until they took this long in all")
+    parser.add_argument("--quiet-load", type=float, default=Repeats().quiet,
+                        help="a run during which other processes kept more cores than this "
+                             "busy is redone (within --repeats)")
     parser.add_argument("--threads", type=int, default=numba.config.NUMBA_NUM_THREADS,
                         help="numba threads of both sides")
     parser.add_argument("--ce-rm-fraction", type=float,
@@ -373,7 +396,7 @@ def main(argv=None) -> dict:
     fraction = args.ce_rm_fraction if args.ce_rm_fraction is not None else (
         0.1 if args.quick else 1.0)
     pyro = has_pyro() and not args.skip_pyro
-    repeats = (args.repeats, args.min_seconds)
+    repeats = Repeats(args.repeats, args.min_seconds, args.quiet_load)
 
     load_before = os.getloadavg()
     with numba_threads(args.threads):
@@ -383,10 +406,11 @@ def main(argv=None) -> dict:
                 for n in sod_grids]
         rows += [compare("kh", n, n, args.kh_time, repeats=repeats, pyro=pyro, aspect=1)
                  for n in kh_grids]
-        ce_rm = ce_rm_sample(fraction, args.ce_rm_resolution) if fraction > 0 else None
+        ce_rm = (ce_rm_sample(fraction, args.ce_rm_resolution, repeats) if fraction > 0
+                 else None)
 
     result = {**header("euler_2d"), "quick": args.quick, "numba_threads": args.threads,
-              "repeats": {"most_runs": args.repeats, "until_seconds": args.min_seconds},
+              "repeats": repeats._asdict(),
               # other work on the machine: here, and per timing as other_load_cores
               "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}}
     result["versions"]["numba"] = numba.__version__
@@ -404,8 +428,10 @@ def main(argv=None) -> dict:
         "kh": {"outer": KH_OUTER, "inner": KH_INNER, "width": KH_WIDTH,
                "amplitude": KH_AMPLITUDE, "pressure": KH_PRESSURE},
         "timed": "the time loop only (set-up excluded), after a warm-up run of each problem "
-                 "on both sides (numba compilation); the fastest of up to --repeats runs, "
-                 "repeated until they took --min-seconds in all, the same rule both sides",
+                 "on both sides (numba compilation); the fastest undisturbed of up to "
+                 "--repeats runs, repeated until they took --min-seconds in all and one was "
+                 "undisturbed (other processes kept at most --quiet-load cores busy); the "
+                 "same rule for both sides",
     }
     if pyro:
         from importlib.metadata import version
