@@ -176,8 +176,19 @@ def _build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--checkpoint", required=True, help="run directory of the surrogate")
     rollout.add_argument("--steps", type=int, required=True, help="steps to advance")
     rollout.add_argument("--schedule", action="append", required=True,
-                         help="solver, surrogate, adaptive, or a pattern such as "
-                              "'surrogate:4,solver:1'; repeatable (the first is written)")
+                         help="solver, surrogate, adaptive (physical checks), adaptive:TOL"
+                              "[:residual|coarse] (error control), parareal:SLICES[:ITER[:TOL]]"
+                              ", or a pattern such as 'surrogate:4,solver:1'; repeatable "
+                              "(the first is written)")
+    rollout.add_argument("--coarse", action="append",
+                         help="coarse-solver baseline SPACExTIME, e.g. 2x1 (grid 2x coarser) "
+                              "or 1x4 (step 4x longer); repeatable; 'none' for none "
+                              "(default: a standard set)")
+    rollout.add_argument("--pareto", help="write the error-against-wall-time figure here")
+    rollout.add_argument("--workers", type=int, default=None,
+                         help="parareal: run the fine slices on a local dask cluster of N "
+                              "processes")
+    rollout.add_argument("--scheduler", help="parareal: address of a dask scheduler")
     rollout.add_argument("--data", help="dataset to start from (default: the training data)")
     rollout.add_argument("--samples", default="0", help="sample N or START:STOP (default 0)")
     rollout.add_argument("--out", help="write the first schedule's rollout (.nc or .zarr)")
@@ -332,22 +343,39 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    from .coupling.run import run_rollout
+    import contextlib
 
-    rows = run_rollout(args.checkpoint, steps=args.steps, schedules=args.schedule,
-                       data=args.data, samples=args.samples, out=args.out, plot=args.plot,
-                       overwrite=args.overwrite)
-    print("| schedule | final rel. L2 | wall s | solver s | surrogate s | solver steps | "
-          "surrogate steps | fallbacks |")
-    print("|---|---|---|---|---|---|---|---|")
+    from .coupling.run import describe, run_rollout
+
+    coarse = args.coarse
+    if coarse is not None and [c.lower() for c in coarse] == ["none"]:
+        coarse = []
+    if args.workers is not None and args.scheduler is not None:
+        raise ValueError("give --workers (a local cluster) or --scheduler, not both")
+    if args.workers is not None and not 1 <= args.workers <= 256:
+        raise ValueError(f"--workers must be in 1..256, got {args.workers}")
+    with contextlib.ExitStack() as stack:
+        executor = None
+        if args.workers is not None or args.scheduler is not None:
+            from .solvers.generate import dask_cluster
+
+            executor, _ = stack.enter_context(
+                dask_cluster(args.scheduler or "local", args.workers))
+            print(f"parareal fine slices on dask: dashboard {executor.dashboard_link}")
+        rows = run_rollout(args.checkpoint, steps=args.steps, schedules=args.schedule,
+                           data=args.data, samples=args.samples, out=args.out,
+                           plot=args.plot, overwrite=args.overwrite, coarse=coarse,
+                           pareto=args.pareto, executor=executor)
+    print("| schedule | kind | final rel. L2 | wall s | detail |")
+    print("|---|---|---|---|---|")
     for r in rows:
         if "failed" in r:
-            print(f"| {r['schedule']} | failed: {r['failed']} | | | | | | |")
+            print(f"| {r['schedule']} | {r['kind']} | failed: {r['failed']} | | |")
             continue
-        print(f"| {r['schedule']} | {r['final_rel_l2']:.3g} | {r['seconds']:.3f} | "
-              f"{r['solver_seconds']:.3f} | {r['surrogate_seconds']:.3f} | {r['solver']} | "
-              f"{r['surrogate']} | {r['fallback']} |")
-    for path in (args.out, args.plot):
+        detail = describe(r).partition("s (")[2].rstrip(")")
+        print(f"| {r['schedule']} | {r['kind']} | {r['final_rel_l2']:.3g} | "
+              f"{r['seconds']:.3f} | {detail} |")
+    for path in (args.out, args.plot, args.pareto):
         if path:
             print(f"wrote {path}")
     return 0

@@ -23,7 +23,7 @@ import xarray as xr
 
 from . import data
 
-__all__ = ["plot_hybrid", "plot_snapshots", "schlieren"]
+__all__ = ["plot_hybrid", "plot_pareto", "plot_snapshots", "schlieren"]
 
 DIVERGING = "RdBu_r"
 SEQUENTIAL = "viridis"
@@ -552,4 +552,75 @@ def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.nd
                          errors=errors, schedule=schedule, fields=fields, units=units,
                          long_names=long_names, coords=coords, sample=sample,
                          sample_label=sample_label)
+    return _save(fig, path, dpi)
+
+
+# --------------------------------------------------------------------------------------------
+# Error against cost
+# --------------------------------------------------------------------------------------------
+
+#: Marker and colour per kind of rollout row (:func:`ssmpde.coupling.run.run_rollout`).
+_PARETO_STYLE = {
+    "solver": ("*", "black", "solver (fine)"),
+    "coarse": ("s", "tab:gray", "coarse solver"),
+    "surrogate": ("o", "tab:red", "surrogate only"),
+    "fixed": ("^", "tab:orange", "fixed schedule"),
+    "checks": ("v", "tab:brown", "adaptive (checks)"),
+    "adaptive": ("D", "tab:blue", "adaptive (error control)"),
+    "parareal": ("P", "tab:green", "parareal"),
+}
+
+
+def pareto_front(rows: Sequence[Mapping]) -> list[Mapping]:
+    """The rows no other row beats in both error and wall time (failed rows excluded),
+    ordered by time."""
+    done = [r for r in rows if "failed" not in r]
+    front = [r for r in done
+             if not any(o["seconds"] <= r["seconds"] and o["final_rel_l2"] <= r["final_rel_l2"]
+                        and (o["seconds"], o["final_rel_l2"]) != (r["seconds"], r["final_rel_l2"])
+                        for o in done)]
+    return sorted(front, key=lambda r: r["seconds"])
+
+
+def plot_pareto(path: str | os.PathLike, rows: Sequence[Mapping], *, title: str = "",
+                floor: float = 1e-12, dpi: int = 150) -> pathlib.Path:
+    """Error at the horizon against wall time, one marker per configuration, the Pareto
+    front drawn through the best.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Each with ``schedule``, ``kind``, ``final_rel_l2`` and ``seconds`` (rows with
+        ``failed`` are listed under the plot instead). The fine solver's error is zero by
+        definition; errors below ``floor`` are drawn at ``floor``.
+    """
+    done = [r for r in rows if "failed" not in r]
+    if not done:
+        raise ValueError("plot_pareto needs at least one row that ran to the end")
+    fig = _new_figure(figsize=(7.5, 5.0))
+    ax = fig.add_subplot()
+    seen = set()
+    for row in done:
+        marker, colour, label = _PARETO_STYLE.get(row.get("kind"), ("x", "tab:purple", "other"))
+        error = max(float(row["final_rel_l2"]), floor)
+        ax.scatter(row["seconds"], error, marker=marker, color=colour, s=60, zorder=3,
+                   label=None if label in seen else label)
+        seen.add(label)
+        ax.annotate(row["schedule"], (row["seconds"], error), fontsize=6,
+                    xytext=(4, 3), textcoords="offset points")
+    front = pareto_front(done)
+    ax.step([r["seconds"] for r in front], [max(r["final_rel_l2"], floor) for r in front],
+            where="post", color="tab:blue", alpha=0.4, lw=1.5, zorder=2, label="Pareto front")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("wall time (s)", fontsize=8)
+    ax.set_ylabel("relative L2 error at the horizon", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="best")
+    failed = [r for r in rows if "failed" in r]
+    if failed:
+        title += "\n" + "; ".join(f"{r['schedule']}: failed" for r in failed)
+    if title:
+        ax.set_title(_wrap(title), fontsize=9)
     return _save(fig, path, dpi)

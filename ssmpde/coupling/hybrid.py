@@ -8,7 +8,13 @@ A schedule says which component advances each step:
 * ``"adaptive"``: the surrogate proposes every step, and the step goes to the solver
   (recorded as ``fallback``, with the reason) when the proposal fails a physical check the
   solver declares (:class:`ssmpde.solvers.base.Checks`: non-finite values, drift of a
-  conserved mean, loss of positivity, growth of the mean square beyond a bound).
+  conserved mean, loss of positivity, growth of the mean square beyond a bound);
+* ``"adaptive:TOL"`` (or ``"adaptive:TOL:INDICATOR"``): error control. The surrogate
+  proposes every step; an error indicator (:mod:`ssmpde.coupling.indicators`) estimates the
+  proposal's relative L2 error, and the solver takes the step unless the estimate (largest
+  over the batch) is below ``TOL``. ``TOL = 0`` is the solver alone, ``inf`` the surrogate;
+* ``"parareal:SLICES[:ITERATIONS[:TOL]]"``: parareal with the surrogate as the coarse and
+  the solver as the fine propagator (:mod:`ssmpde.coupling.parareal`).
 
 States are NumPy ``[batch, window, field, *grid]`` histories, as in the Stepper protocol.
 Per-sample inputs are a mapping of arrays, or a :class:`Conditions` that also holds
@@ -29,19 +35,70 @@ from ssmpde import data as schema
 from ssmpde.core import autoregressive, relative_l2
 from ssmpde.solvers.base import Checks, SolverDivergedError
 
-__all__ = ["Checks", "Conditions", "HybridResult", "HybridRolloutError", "hybrid_rollout",
-           "parse_schedule",
+__all__ = ["Adaptive", "Checks", "Conditions", "HybridResult", "HybridRolloutError",
+           "Parareal", "hybrid_rollout", "parse_schedule",
            "rollout", "to_dataset"]
 
-SOLVER, SURROGATE, FALLBACK = "solver", "surrogate", "fallback"
+SOLVER, SURROGATE, FALLBACK, PARAREAL = "solver", "surrogate", "fallback", "parareal"
 
 
-def parse_schedule(schedule: str) -> list[tuple[str, int]] | str:
+@dataclass(frozen=True)
+class Adaptive:
+    """Error-controlled schedule: accept a surrogate step if its estimated error < tolerance."""
+
+    tolerance: float
+    indicator: str | None = None  # None: the default (indicators.DEFAULT_INDICATOR)
+
+
+@dataclass(frozen=True)
+class Parareal:
+    """Parareal: ``slices`` time slices, at most ``iterations`` corrections (default
+    ``slices``: exact), stop when the starts change by less than ``tolerance``."""
+
+    slices: int
+    iterations: int | None = None
+    tolerance: float = 1e-6
+
+
+def _number(text: str, schedule: str, kind=float):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"bad schedule {schedule!r}: {text!r} is not a number") from None
+    if not value >= 0:
+        raise ValueError(f"bad schedule {schedule!r}: {text!r} must be >= 0")
+    return value
+
+
+def parse_schedule(schedule: str) -> list[tuple[str, int]] | str | Adaptive | Parareal:
     """``"surrogate:4,solver:1"`` → ``[("surrogate", 4), ("solver", 1)]``; ``"solver"``,
-    ``"surrogate"`` (also ``…-only``) → one-entry patterns; ``"adaptive"`` → ``"adaptive"``."""
+    ``"surrogate"`` (also ``…-only``) → one-entry patterns; ``"adaptive"`` → ``"adaptive"``;
+    ``"adaptive:1e-3[:coarse]"`` → :class:`Adaptive`; ``"parareal:5[:2[:1e-4]]"`` →
+    :class:`Parareal`."""
     text = schedule.strip().lower()
     if text == "adaptive":
         return "adaptive"
+    head, _, rest = text.partition(":")
+    if head == "adaptive":
+        tolerance, _, indicator = rest.partition(":")
+        if indicator:
+            from .indicators import INDICATORS
+
+            if indicator not in INDICATORS:
+                raise ValueError(f"bad schedule {schedule!r}: unknown error indicator "
+                                 f"{indicator!r}; choose one of {', '.join(INDICATORS)}")
+        return Adaptive(_number(tolerance, schedule), indicator or None)
+    if head == "parareal":
+        parts = rest.split(":") if rest else []
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(f"bad schedule {schedule!r}: use parareal:SLICES, "
+                             "parareal:SLICES:ITERATIONS or parareal:SLICES:ITERATIONS:TOL")
+        slices = _number(parts[0], schedule, int)
+        iterations = _number(parts[1], schedule, int) if len(parts) > 1 else None
+        tolerance = _number(parts[2], schedule) if len(parts) > 2 else 1e-6
+        if slices < 1:
+            raise ValueError(f"bad schedule {schedule!r}: at least one slice")
+        return Parareal(slices, iterations, tolerance)
     if text in (SOLVER, f"{SOLVER}-only"):
         return [(SOLVER, 1)]
     if text in (SURROGATE, f"{SURROGATE}-only"):
@@ -51,7 +108,8 @@ def parse_schedule(schedule: str) -> list[tuple[str, int]] | str:
         name, sep, count = part.strip().partition(":")
         if name not in (SOLVER, SURROGATE) or not sep or not count.isdigit() or int(count) < 1:
             raise ValueError(f"bad schedule {schedule!r}: use 'solver', 'surrogate', "
-                             "'adaptive' or a pattern like 'surrogate:4,solver:1'")
+                             "'adaptive', 'adaptive:TOL', 'parareal:SLICES' or a pattern like "
+                             "'surrogate:4,solver:1'")
         pattern.append((name, int(count)))
     return pattern
 
@@ -138,6 +196,13 @@ class HybridResult:
         Relative L2 against the reference trajectory per step (mean over the batch).
     reference_seconds : float or None
         Wall time of the solver-only reference run.
+    estimates : list of float or None
+        ``"adaptive:TOL"``: per step, the indicator's estimate of the proposal's error
+        (largest over the batch; None where the surrogate did not propose).
+    parareal : PararealInfo or None
+        Parareal: iterations, changes, fine steps, serial and wall seconds.
+    wall_seconds : float
+        Wall time of the rollout (parareal: with its parallel fine propagations).
     """
 
     frames: np.ndarray
@@ -147,10 +212,16 @@ class HybridResult:
     seconds: dict[str, float] = field(default_factory=dict)
     errors: np.ndarray | None = None
     reference_seconds: float | None = None
+    estimates: list[float | None] | None = None
+    parareal: object | None = None
+    wall_seconds: float | None = None
 
     @property
     def steps(self) -> dict[str, int]:
-        return {name: self.source.count(name) for name in (SOLVER, SURROGATE, FALLBACK)}
+        counts = {name: self.source.count(name) for name in (SOLVER, SURROGATE, FALLBACK)}
+        if PARAREAL in self.source:
+            counts[PARAREAL] = self.source.count(PARAREAL)
+        return counts
 
 
 def _check_history(history: np.ndarray, *steppers) -> np.ndarray:
@@ -213,7 +284,8 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
                    schedule: str = "surrogate:4,solver:1", *, time: float = 0.0,
                    parameters: Mapping[str, np.ndarray] | Conditions | None = None,
                    reference: np.ndarray | bool | None = True,
-                   checks: Checks | None = None) -> HybridResult:
+                   checks: Checks | None = None, indicator=None, coarse=None, second=None,
+                   executor=None) -> HybridResult:
     """Advance ``num_steps`` with the solver and the surrogate taking turns by ``schedule``.
 
     Parameters
@@ -234,7 +306,15 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         The solver-only trajectory ``[batch, num_steps, field, *grid]`` to measure errors
         against; True computes it (and times it); None skips the errors.
     checks : Checks, optional
-        The adaptive schedule's checks; default the solver's own (``solver.checks``).
+        The ``"adaptive"`` schedule's checks; default the solver's own (``solver.checks``).
+    indicator : str or callable, optional
+        The error indicator of ``"adaptive:TOL"`` (overrides the schedule's; default
+        :data:`ssmpde.coupling.indicators.DEFAULT_INDICATOR`).
+    coarse, second : Stepper, optional
+        The ``coarse`` indicator's solver, the ``ensemble`` indicator's second surrogate.
+    executor : object with ``submit``, optional
+        Parareal: runs the fine propagations of an iteration in parallel
+        (``concurrent.futures`` executor or ``distributed.Client``).
     """
     if solver.dt != surrogate.dt:
         raise ValueError(f"the solver steps {solver.dt} and the surrogate {surrogate.dt}: "
@@ -245,17 +325,36 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
     seconds = {SOLVER: 0.0, SURROGATE: 0.0}
     source: list[str] = []
     reasons: list[str | None] = []
+    estimates: list[float | None] = []
+    estimate_of = None
+    if isinstance(plan, Adaptive):
+        from .indicators import DEFAULT_INDICATOR, make_indicator
+
+        estimate_of = make_indicator(indicator or plan.indicator or DEFAULT_INDICATOR, solver,
+                                     coarse=coarse, second=second)
+        seconds["indicator"] = 0.0
 
     def step(k: int, window: np.ndarray) -> np.ndarray:
         now = time + k * solver.dt
-        component = SURROGATE if plan == "adaptive" else _pattern_component(plan, k)
-        reason = None
+        if isinstance(plan, Adaptive):
+            component = SURROGATE if plan.tolerance > 0 else SOLVER
+        else:
+            component = SURROGATE if plan == "adaptive" else _pattern_component(plan, k)
+        reason = estimate = None
         started = _time.perf_counter()
         if component == SURROGATE:
             frame = _advance(surrogate, window, now, parameters, solver.fields)
             seconds[SURROGATE] += _time.perf_counter() - started
             if plan == "adaptive":
                 reason = checks.failure(window[:, -1], frame, solver.fields)
+            elif estimate_of is not None:
+                started = _time.perf_counter()
+                given = parameters.at(now) if isinstance(parameters, Conditions) else parameters
+                estimate = float(np.max(estimate_of(window, frame, time=now,
+                                                    parameters=given)))
+                seconds["indicator"] += _time.perf_counter() - started
+                if not estimate < plan.tolerance:  # NaN is rejected too
+                    reason = f"estimated error {estimate:.3g} >= tolerance {plan.tolerance:g}"
             if reason is not None:
                 component = FALLBACK
                 started = _time.perf_counter()
@@ -274,11 +373,24 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
             seconds[SOLVER] += _time.perf_counter() - started
         source.append(component)
         reasons.append(reason)
+        estimates.append(estimate)
         return frame
 
-    frames = autoregressive(step, history, num_steps)
-    result = HybridResult(frames, time + solver.dt * np.arange(1, num_steps + 1),
-                          source, reasons, seconds)
+    wall_started = _time.perf_counter()
+    times = time + solver.dt * np.arange(1, num_steps + 1)
+    if isinstance(plan, Parareal):
+        from .parareal import parareal
+
+        frames, info = parareal(solver, surrogate, history, num_steps, slices=plan.slices,
+                                max_iterations=plan.iterations, tolerance=plan.tolerance,
+                                time=time, parameters=parameters, executor=executor)
+        result = HybridResult(frames, times, [PARAREAL] * num_steps, [None] * num_steps,
+                              {SOLVER: info.fine_seconds, SURROGATE: info.coarse_seconds},
+                              parareal=info)
+    else:
+        frames = autoregressive(step, history, num_steps)
+        result = HybridResult(frames, times, source, reasons, seconds, estimates=estimates)
+    result.wall_seconds = _time.perf_counter() - wall_started
     if reference is True:
         started = _time.perf_counter()
         reference = rollout(solver, history, num_steps, time=time, parameters=parameters)
@@ -293,7 +405,7 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
     return result
 
 
-SOURCE_CODES = {SOLVER: 0, SURROGATE: 1, FALLBACK: 2}
+SOURCE_CODES = {SOLVER: 0, SURROGATE: 1, FALLBACK: 2, PARAREAL: 3}
 
 
 def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,

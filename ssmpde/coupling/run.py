@@ -12,8 +12,9 @@ from ssmpde import data as schema
 from ssmpde.core import gib, memory_limit
 from ssmpde.solvers import get_solver
 
-from .hybrid import (Conditions, HybridRolloutError, hybrid_rollout, parse_schedule, rollout,
-                     to_dataset)
+from .baseline import coarse_baselines, solver_run
+from .hybrid import (Adaptive, Conditions, HybridRolloutError, Parareal, hybrid_rollout,
+                     parse_schedule, to_dataset)
 from .stepper import SurrogateStepper
 from .warm_start import OperatorSurrogate, warm_start
 
@@ -47,14 +48,20 @@ def _solver_for(record: dict, data_path: Path):
 
 
 def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
-                samples: str = "0", out=None, plot=None, overwrite: bool = False) -> list[dict]:
+                samples: str = "0", out=None, plot=None, overwrite: bool = False,
+                coarse=None, pareto=None, executor=None) -> list[dict]:
     """Hybrid rollouts of a trained surrogate from the first ``window`` frames of ``samples``
-    of ``data`` (default: the training data), for every schedule, against the solver alone.
+    of ``data`` (default: the training data), for every schedule, against the solver alone,
+    beside the honest baseline: the same solver at reduced cost.
 
-    Returns one row per schedule (and for "solver" and "surrogate"): relative L2 at the
-    final step, wall time of solver and surrogate, step counts; or ``failed`` (why) for a
-    fixed schedule that handed the solver frames it cannot continue from. Writes the first
-    schedule that ran to the end to ``out`` (netCDF/zarr) and a figure to ``plot``.
+    Returns one row per schedule (and for "solver" and "surrogate", and per coarse solver):
+    ``kind``, relative L2 at the final step, wall time (``seconds``; for parareal also its
+    one-core cost ``serial_seconds`` and ``iterations``), component times, step counts; or
+    ``failed`` (why) for a fixed schedule that handed the solver frames it cannot continue
+    from, or a coarse solver that diverged. ``coarse``: the coarsenings ("2x1": grid 2x
+    coarser, "1x4": time step 4x longer; default a standard set, ``[]`` none). Writes the
+    first schedule that ran to the end to ``out`` (netCDF/zarr), a figure to ``plot``, and
+    the error-against-wall-time (Pareto) figure of all rows to ``pareto``.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"--steps must be a positive integer, got {steps!r}")
@@ -65,7 +72,7 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     surrogate = SurrogateStepper.from_checkpoint(checkpoint)
     record = json.loads((Path(checkpoint) / "config.json").read_text())
     data = Path(data or record["dataset"]["path"])
-    for path, flag in ((out, "--out"), (plot, "--plot")):
+    for path, flag in ((out, "--out"), (plot, "--plot"), (pareto, "--pareto")):
         if path is not None:
             schema.check_output(path, inputs=(data, checkpoint), overwrite=overwrite, flag=flag)
     if out is not None and plot is not None and Path(out).resolve() == Path(plot).resolve():
@@ -95,20 +102,24 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         history = np.stack([sub[f].values[:, :window] for f in solver.fields], axis=2)
         time = float(sub[schema.TIME].values[window - 1])
         parameters = Conditions.from_dataset(sub)
-    reference = rollout(solver, history, steps, time=time, parameters=parameters)
-    runs, rows = {}, []
+    # The fine solver as a user runs it (one continuous integration) is the reference; the
+    # "solver" schedule restarts it from the stored grid every step, as hybrids do.
+    reference, seconds = solver_run(solver, history, steps, time=time, parameters=parameters)
+    runs = {}
+    rows = [{"schedule": "solver, one run", "kind": "solver", "final_rel_l2": 0.0,
+             "errors": [0.0] * steps, "seconds": seconds}]
     for schedule in dict.fromkeys(["solver", "surrogate", *schedules]):
         try:
             result = hybrid_rollout(solver, surrogate, history, steps, schedule, time=time,
-                                    parameters=parameters, reference=reference)
+                                    parameters=parameters, reference=reference,
+                                    executor=executor)
         except HybridRolloutError as error:  # one schedule failing does not void the others
-            rows.append({"schedule": schedule, "failed": str(error)})
+            rows.append({"schedule": schedule, "kind": _kind(schedule), "failed": str(error)})
             continue
         runs[schedule] = result
-        rows.append({"schedule": schedule, "final_rel_l2": float(result.errors[-1]),
-                     "seconds": sum(result.seconds.values()),
-                     "solver_seconds": result.seconds["solver"],
-                     "surrogate_seconds": result.seconds["surrogate"], **result.steps})
+        rows.append(_row(schedule, result))
+    rows += coarse_baselines(solver, history, steps, reference=reference, time=time,
+                             parameters=parameters, coarsenings=coarse)
     # The figure and the file show the first schedule that ran to the end.
     main = next((s for s in schedules if s in runs), "surrogate")
     if out is not None:
@@ -129,7 +140,42 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                     units={f: specs[f].units for f in solver.fields},
                     long_names={f: specs[f].long_name for f in solver.fields},
                     sample_label=int(indices[0]))
+    if pareto is not None:
+        from ssmpde.plotting import plot_pareto
+
+        plot_pareto(pareto, rows, title=f"{solver.name}: error after {steps} steps against "
+                    f"wall time ({len(indices)} samples)")
     return rows
+
+
+def _kind(schedule: str) -> str:
+    plan = parse_schedule(schedule)
+    if isinstance(plan, Adaptive):
+        return "adaptive"
+    if isinstance(plan, Parareal):
+        return "parareal"
+    if plan == "adaptive":
+        return "checks"
+    if plan in ([("solver", 1)], [("surrogate", 1)]):
+        return plan[0][0]
+    return "fixed"
+
+
+def _row(schedule: str, result) -> dict:
+    """The report row of a hybrid rollout."""
+    row = {"schedule": schedule, "kind": _kind(schedule),
+           "final_rel_l2": float(result.errors[-1]), "errors": result.errors.tolist(),
+           "seconds": result.wall_seconds,
+           "solver_seconds": result.seconds["solver"],
+           "surrogate_seconds": result.seconds["surrogate"], **result.steps}
+    if "indicator" in result.seconds:
+        row["indicator_seconds"] = result.seconds["indicator"]
+    if result.parareal is not None:
+        info = result.parareal
+        row.update(iterations=info.iterations, converged=info.converged,
+                   serial_seconds=info.serial_seconds, fine_steps=info.fine_steps,
+                   workers=info.workers, changes=info.changes)
+    return row
 
 
 def describe(row: dict) -> str:
@@ -137,8 +183,16 @@ def describe(row: dict) -> str:
     failed."""
     if "failed" in row:
         return f"failed: {row['failed']}"
-    return (f"final rel. L2 {row['final_rel_l2']:.3g}, {row['seconds']:.2f} s ({row['solver']} "
-            f"solver, {row['surrogate']} surrogate, {row['fallback']} fallback steps)")
+    head = f"final rel. L2 {row['final_rel_l2']:.3g}, {row['seconds']:.3f} s"
+    if row.get("kind") == "coarse":
+        return f"{head} (the solver alone at reduced cost)"
+    if "solver" not in row:
+        return f"{head} (the fine solver in one run: the reference)"
+    if row.get("kind") == "parareal":
+        return (f"{head} ({row['iterations']} iterations, {row['fine_steps']} fine steps, "
+                f"{row['serial_seconds']:.3f} s on one core, {row['workers']} workers)")
+    return (f"{head} ({row['solver']} solver, {row['surrogate']} surrogate, "
+            f"{row['fallback']} fallback steps)")
 
 
 def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,

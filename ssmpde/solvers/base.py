@@ -528,6 +528,57 @@ class TimeDependentSolver(Solver):
         """What to change when the solution blows up."""
         return "reduce the time step or raise the resolution"
 
+    def tendency(self, frames: np.ndarray, *, time: float = 0.0,
+                 parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """The equation's right-hand side ∂u/∂t at ``frames`` ``[batch, field, *grid]``.
+
+        On the grid of ``frames`` (any grid the solver's spatial discretisation can evaluate
+        on, e.g. the stored grid), with the per-sample ``parameters`` of :meth:`step` and
+        time-dependent forcing at ``time``. Hybrid rollouts use it for the PDE-residual error
+        indicator of a surrogate's proposed step. Solvers that cannot evaluate it cheaply
+        (finite-volume Euler) leave this default, which says what to use instead.
+        """
+        raise ValueError(f"{self.name} does not evaluate its equation's right-hand side, so "
+                         "the 'residual' error indicator is not available for it: use "
+                         "indicator='coarse'")
+
+    def coarser_time_step(self, factor: int) -> dict[str, Any]:
+        """Config changes that make the time step ``factor`` times longer (see
+        :meth:`coarsened`). Default: a fixed ``time_step``."""
+        step = getattr(self.config, "time_step", None)
+        if step is None:
+            raise ValueError(f"{self.name} has no fixed time step to coarsen in this "
+                             "configuration: coarsen it in space only")
+        return {"time_step": float(step) * factor}
+
+    def coarsened(self, *, space: int = 1, time: int = 1) -> TimeDependentSolver:
+        """The same solver at reduced cost: the honest baseline of a surrogate.
+
+        ``space``: the simulation grid ``space`` times coarser per axis (the stored grid must
+        still divide it, so the coarse solver steps the same states); ``time``: the time step
+        ``time`` times longer (:meth:`coarser_time_step`; the CFL number in CFL mode). The
+        record interval, and so :attr:`dt`, is unchanged.
+        """
+        for name, value in (("space", space), ("time", time)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"coarsening factor {name} must be an integer >= 1, "
+                                 f"got {value!r}")
+        changes: dict[str, Any] = {}
+        if space > 1:
+            fine, stored = self.simulation_grid, self.grid
+            coarse = tuple(n // space for n in fine)
+            if any(n % space or c % m for n, c, m in zip(fine, coarse, stored)):
+                raise ValueError(f"the simulation grid {fine} coarsened {space}x is "
+                                 f"{coarse}, which the stored grid {stored} does not divide: "
+                                 "choose a smaller space factor")
+            changes["simulation_resolution"] = coarse[0] if len(set(coarse)) == 1 else coarse
+        if time > 1:
+            changes.update(self.coarser_time_step(time))
+        if not changes:
+            return self
+        config = {**dataclasses.asdict(self.config), **changes}
+        return type(self)(**config)
+
     def extra_variables(self) -> dict[str, VariableSpec]:
         """Dataset variables besides the fields (parameters, forcing), in order."""
         return {}

@@ -603,7 +603,7 @@ def _layout(solver: Solver, num_samples: int, run_config: dict[str, Any],
 
 
 @contextlib.contextmanager
-def _cluster(scheduler: str | Client, workers: int | None) -> Iterator[tuple[Client, int]]:
+def dask_cluster(scheduler: str | Client, workers: int | None) -> Iterator[tuple[Client, int]]:
     """A client of ``scheduler`` and the numba/FFTW threads one task may use.
 
     A local cluster runs ``workers`` processes of one dask thread each (one batch at a time,
@@ -750,7 +750,7 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
             record = None  # another config, discarded by overwrite
         if record is None:
             data.check_output(out, overwrite=overwrite)
-        with _cluster(scheduler, workers) as (client, threads):
+        with dask_cluster(scheduler, workers) as (client, threads):
             _announce(client, progress)
             if record is None:
                 record = data.StoreProgress(

@@ -238,22 +238,29 @@ def test_export_validates_and_round_trips_through_netcdf(ns_run, tmp_path):
         assert config["schedule"] == "surrogate:1,solver:1"
         assert config["checkpoint"] == str(run.resolve())
         assert config["steps"] == {"solver": 2, "surrogate": 2, "fallback": 0}
-        assert back.source.attrs["flag_meanings"] == "solver surrogate fallback"
+        assert back.source.attrs["flag_meanings"] == "solver surrogate fallback parareal"
 
 
 def test_rollout_command_writes_the_rollout_and_the_figure(ns_run, tmp_path, capsys):
     from ssmpde.cli import main
 
     data, run = ns_run
-    out, plot = tmp_path / "rollout.nc", tmp_path / "rollout.png"
-    assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
-                 "surrogate:2,solver:1", "--schedule", "adaptive", "--samples", "0:2",
-                 "--out", str(out), "--plot", str(plot)]) == 0
+    out, plot, pareto = (tmp_path / name for name in ("rollout.nc", "rollout.png", "p.png"))
+    assert main(["rollout", "--checkpoint", str(run), "--steps", "4", "--schedule",
+                 "surrogate:2,solver:1", "--schedule", "adaptive", "--schedule",
+                 "adaptive:0.05:coarse", "--schedule", "parareal:2:1", "--samples", "0:2",
+                 "--out", str(out), "--plot", str(plot), "--coarse", "1x2",
+                 "--pareto", str(pareto)]) == 0
     text = capsys.readouterr().out
-    assert "| solver | 0 |" in text and "| surrogate:2,solver:1 |" in text
+    assert "| solver, one run | solver | 0 |" in text
+    assert "| surrogate:2,solver:1 | fixed |" in text
+    assert "| adaptive:0.05:coarse | adaptive |" in text
+    assert "| parareal:2:1 | parareal |" in text and "1 iterations, 4 fine steps" in text
+    assert "| coarse 1x2 (grid 16x16, dt 0.02) | coarse |" in text
+    assert pareto.stat().st_size > 10_000
     with schema.open_dataset(out) as ds:
-        assert ds.vorticity.shape == (2, 3, 16, 16)
-        assert list(ds.source.values) == [1, 1, 0]
+        assert ds.vorticity.shape == (2, 4, 16, 16)
+        assert list(ds.source.values) == [1, 1, 0, 1]
     assert plot.stat().st_size > 10_000
     assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
                  "surrogate:x"]) == 2

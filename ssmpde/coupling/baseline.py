@@ -1,0 +1,121 @@
+"""The honest baseline of a surrogate: the same solver at reduced cost.
+
+A surrogate in a solver loop is worth using only if it beats what the solver itself gives
+for the same time on a coarser simulation grid or with a longer time step. Every rollout
+report carries these rows (:func:`coarse_baselines`), each with its error at the horizon
+against the fine solver and its wall time.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+import numpy as np
+
+from ssmpde.core import relative_l2
+from ssmpde.solvers.base import SolverDivergedError
+
+__all__ = ["DEFAULT_COARSENINGS", "coarse_baselines", "parse_coarsening", "solver_inputs",
+           "solver_run"]
+
+#: (space, time) factors tried by default; those a configuration cannot make are skipped.
+DEFAULT_COARSENINGS = ((2, 1), (4, 1), (1, 2), (1, 5), (2, 2), (2, 5), (4, 5))
+
+
+def parse_coarsening(text: str) -> tuple[int, int]:
+    """``"2x1"`` → (2, 1): the simulation grid 2x coarser per axis, the same time step."""
+    space, sep, time = str(text).lower().partition("x")
+    if not sep or not space.isdigit() or not time.isdigit() or int(space) < 1 \
+            or int(time) < 1 or (int(space), int(time)) == (1, 1):
+        raise ValueError(f"bad coarsening {text!r}: use SPACExTIME with integer factors, e.g. "
+                         "'2x1' (grid 2x coarser) or '1x4' (time step 4x longer)")
+    return int(space), int(time)
+
+
+def _label(solver, space: int, time: int) -> str:
+    grid = "x".join(map(str, solver.simulation_grid))
+    step = getattr(solver.config, "time_step", None)
+    cfl = getattr(solver.config, "cfl", None)
+    if getattr(solver.config, "time_stepping", None) == "cfl" or step is None and cfl:
+        detail = f"cfl {cfl:g}"
+    elif step is not None:
+        detail = f"dt {step:g}"
+    else:
+        detail = "default step"
+    return f"coarse {space}x{time} (grid {grid}, {detail})"
+
+
+def solver_inputs(solver, parameters, time: float):
+    """The entries of ``parameters`` (a mapping or a Conditions, at ``time``) that the solver
+    takes."""
+    from .hybrid import Conditions
+
+    given = parameters.at(time) if isinstance(parameters, Conditions) else parameters
+    names = getattr(solver, "parameter_names", None)
+    if given is not None and names is not None:
+        given = {k: v for k, v in given.items() if k in names}
+    return given
+
+
+def solver_run(solver, history: np.ndarray, num_steps: int, *, time: float = 0.0,
+               parameters=None) -> tuple[np.ndarray, float]:
+    """The solver on its own, as a user would run it: one continuous integration from the
+    last frame of ``history`` (no restart per step), after a one-step warm-up (numba, FFT
+    plans). Returns the frames ``[batch, num_steps, field, *grid]`` and the seconds."""
+    given = solver_inputs(solver, parameters, time)
+    start = np.asarray(history, dtype=np.float64)[:, -1]
+    solver.simulate(start, 1, time=time, parameters=given)
+    started = _time.perf_counter()
+    frames = solver.simulate(start, num_steps, time=time, parameters=given)[:, 1:]
+    return frames, _time.perf_counter() - started
+
+
+def coarse_baselines(solver, history: np.ndarray, num_steps: int, *, reference: np.ndarray,
+                     time: float = 0.0, parameters=None, coarsenings=None) -> list[dict]:
+    """Run coarsened copies of ``solver`` over the same horizon (each as one continuous
+    integration: :func:`solver_run`) and measure them against the fine ``reference``.
+
+    Parameters
+    ----------
+    solver : TimeDependentSolver
+        The fine solver (the reference).
+    history : array ``[batch, window, field, *grid]``
+    reference : array ``[batch, num_steps, field, *grid]``
+        The fine solver's rollout.
+    coarsenings : sequence of (space, time) or "SxT" strings, optional
+        Default :data:`DEFAULT_COARSENINGS`, keeping those the configuration can make.
+
+    Returns
+    -------
+    list of dict
+        Per coarsening: ``schedule`` (a label naming its grid and step), ``kind`` "coarse",
+        ``space``, ``time``, ``final_rel_l2``, ``errors`` (per step), ``seconds``; or
+        ``failed`` (why: the solver diverged at that cost, or the factor is invalid when
+        asked for explicitly).
+    """
+    explicit = coarsenings is not None
+    factors = [parse_coarsening(c) if isinstance(c, str) else tuple(c)
+               for c in (coarsenings if explicit else DEFAULT_COARSENINGS)]
+    rows = []
+    for space, steps in factors:
+        try:
+            coarse = solver.coarsened(space=space, time=steps)
+        except (ValueError, TypeError) as error:
+            if explicit:
+                rows.append({"schedule": f"coarse {space}x{steps}", "kind": "coarse",
+                             "space": space, "time": steps, "failed": str(error)})
+            continue
+        label = _label(coarse, space, steps)
+        try:
+            frames, seconds = solver_run(coarse, history, num_steps, time=time,
+                                         parameters=parameters)
+        except SolverDivergedError as error:
+            rows.append({"schedule": label, "kind": "coarse", "space": space, "time": steps,
+                         "failed": f"diverged: {error}"})
+            continue
+        errors = np.array([relative_l2(frames[:, k], reference[:, k], fields=True).mean()
+                           for k in range(num_steps)])
+        rows.append({"schedule": label, "kind": "coarse", "space": space, "time": steps,
+                     "final_rel_l2": float(errors[-1]), "errors": errors.tolist(),
+                     "seconds": seconds})
+    return rows
