@@ -15,8 +15,8 @@ import numpy as np
 from ssmpde.core import relative_l2
 from ssmpde.solvers.base import SolverDivergedError
 
-__all__ = ["DEFAULT_COARSENINGS", "coarse_baselines", "parse_coarsening", "solver_inputs",
-           "solver_run"]
+__all__ = ["DEFAULT_COARSENINGS", "SURROGATE_KINDS", "against_coarse", "coarse_baselines",
+           "parse_coarsening", "solver_inputs", "solver_run"]
 
 #: (space, time) factors tried by default; those a configuration cannot make are skipped.
 DEFAULT_COARSENINGS = ((2, 1), (4, 1), (1, 2), (1, 5), (2, 2), (2, 5), (4, 5))
@@ -119,3 +119,52 @@ def coarse_baselines(solver, history: np.ndarray, num_steps: int, *, reference: 
                      "final_rel_l2": float(errors[-1]), "errors": errors.tolist(),
                      "seconds": seconds})
     return rows
+
+
+#: Row kinds that use the surrogate.
+SURROGATE_KINDS = ("surrogate", "fixed", "checks", "adaptive", "parareal")
+
+
+def against_coarse(rows: list[dict]) -> dict:
+    """Does any surrogate-based configuration beat the coarse solver at equal cost?
+
+    A surrogate-based row *beats the coarse baseline* when every coarse-solver row that took
+    no longer has a larger error at the horizon. Returns ``best`` (the beating row with the
+    smallest error, or None), ``closest`` (else: the surrogate-based row with the smallest
+    error) with ``dominated_by`` (the coarse row at most as slow and as wrong), ``fine``
+    (the fine solver's row) and ``summary``, one sentence for a report.
+    """
+    done = [r for r in rows if "failed" not in r]
+    coarse = [r for r in done if r.get("kind") == "coarse"]
+    fine = min((r for r in done if r.get("kind") == "solver"), key=lambda r: r["seconds"],
+               default=None)
+    beating = []
+    for row in (r for r in done if r.get("kind") in SURROGATE_KINDS):
+        cheaper = [c for c in coarse if c["seconds"] <= row["seconds"]]
+        if all(c["final_rel_l2"] > row["final_rel_l2"] for c in cheaper):
+            beating.append(row)
+    result = {"fine": fine, "best": None, "closest": None, "dominated_by": None}
+
+    def cost(row):
+        return (f"{row['final_rel_l2']:.3g} in {row['seconds']:.3f} s"
+                + (f" ({row['seconds'] / fine['seconds']:.0%} of the fine solver's "
+                   f"{fine['seconds']:.3f} s)" if fine else ""))
+
+    if beating:
+        best = min(beating, key=lambda r: r["final_rel_l2"])
+        result["best"] = best
+        result["summary"] = (f"best against the coarse baseline: {best['schedule']}, rel. L2 "
+                             f"{cost(best)}; no coarse solver as fast is as accurate")
+        return result
+    candidates = [r for r in done if r.get("kind") in SURROGATE_KINDS]
+    if not candidates:
+        result["summary"] = "no surrogate-based configuration ran to the end"
+        return result
+    closest = min(candidates, key=lambda r: r["final_rel_l2"])
+    winner = min((c for c in coarse if c["seconds"] <= closest["seconds"]),
+                 key=lambda c: c["final_rel_l2"])
+    result.update(closest=closest, dominated_by=winner)
+    result["summary"] = (f"no surrogate-based configuration beats the coarse solver: the most "
+                         f"accurate, {closest['schedule']}, reaches {cost(closest)}; "
+                         f"{winner['schedule']} reaches {cost(winner)}")
+    return result
