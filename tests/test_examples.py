@@ -8,8 +8,7 @@ from ssmpde import data
 def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
     from examples import demo
 
-    demo.main(["--out", str(tmp_path), "--tiny"])
-    result = demo.main(["--out", str(tmp_path), "--tiny"])  # a second run replaces its files
+    result = demo.main(["--out", str(tmp_path), "--tiny"])
     with data.open_dataset(tmp_path / "navier_stokes.nc") as ds:
         assert ds.vorticity.shape == (6, 7, 16, 16)
         assert np.all(np.isfinite(ds.vorticity.values))
@@ -23,7 +22,7 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
     with data.open_dataset(tmp_path / "ks_rollout.nc") as ds:
         assert ds.u.dims == ("sample", "time", "x")
     for name in ("navier_stokes_vorticity.png", "rollout.png", "kuramoto_sivashinsky.png",
-                 "ks_rollout.png"):
+                 "ks_rollout.png", "ks_pareto.png", "rollout_pareto.png"):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     for run in ("darcy-geomano", "darcy-fno", "navier-stokes-geomano", "navier-stokes-fno"):
@@ -31,6 +30,8 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "darcy warm start" in summary and "rollout: adaptive" in summary
     assert "ks rollout: surrogate:4,solver:1" in summary
+    assert "ks rollout: parareal:1:1" in summary and "ks rollout: adaptive:0.001" in summary
+    assert "ks rollout: verdict" in summary and "coarse" in summary
     assert result["summary"] in summary
 
 
