@@ -174,7 +174,8 @@ def forcing_field(kind: str, n: int, amplitudes: np.ndarray | None = None,
         raise ValueError(f"unknown forcing {kind!r}; choose one of {FORCINGS}")
     amplitudes = np.asarray(amplitudes, dtype=np.float64)
     if amplitudes.ndim != 3 or amplitudes.shape[1:] != (2, 6):
-        raise ValueError(f"forcing amplitudes must have shape (batch, 2, 6), got {amplitudes.shape}")
+        raise ValueError(f"forcing amplitudes must have shape (batch, 2, 6), got "
+                         f"{amplitudes.shape}")
     out = np.zeros((amplitudes.shape[0], n, n))
     for p in (1, 2):
         arguments = (2 * np.pi * p * x + phase, 2 * np.pi * p * y + phase,
@@ -594,6 +595,51 @@ class NavierStokes2D(TimeDependentSolver):
         return (f"scheme {cfg.effective_scheme}, time_step {cfg.effective_time_step:g}, cfl "
                 f"{cfg.cfl:g}: reduce the time step (faithful mode) or the cfl number, or raise "
                 "the resolution")
+
+    def tendency(self, frames: np.ndarray, *, time: float = 0.0,
+                 parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """ω_t = −u·∇ω + ν Δω + f(time) at ``frames`` ``[batch, 1, n, n]`` (any even n).
+
+        The solver's semi-discretisation on the n² grid of the unit torus: spectral
+        derivatives (the Nyquist mode's first derivatives dropped), u = (∂yψ, −∂xψ) with
+        −Δψ = ω, the advection zeroed outside the square 2/3 band, the forcing of
+        :func:`forcing_field` (phase 0.2 ``time`` for ``torus-vis-force``).
+        """
+        frames = np.asarray(frames, dtype=np.float64)
+        if frames.ndim != 4 or frames.shape[1] != 1 or frames.shape[2] != frames.shape[3]:
+            raise ValueError(f"frames must have shape [batch, 1, n, n], got {frames.shape}")
+        cfg, (batch, _, n, _) = self.config, frames.shape
+        resolved = self.resolve_parameters(batch, parameters)
+        ky = 2 * np.pi * derivative_wavenumbers(n)[:, None]
+        kx = 2 * np.pi * derivative_wavenumbers(n, real=True)[None, :]
+        lap = 4 * np.pi ** 2 * (wavenumbers(n)[:, None] ** 2
+                                + wavenumbers(n, real=True)[None, :] ** 2)
+        inv_lap = np.divide(1.0, lap, out=np.zeros_like(lap), where=lap > 0)
+        w_hat = np.fft.rfft2(frames[:, 0])
+        u, v, w_x, w_y = np.fft.irfft2(np.stack([1j * ky * inv_lap * w_hat,
+                                                 -1j * kx * inv_lap * w_hat,
+                                                 1j * kx * w_hat, 1j * ky * w_hat]), s=(n, n))
+        advection_hat = dealias_mask(n) * np.fft.rfft2(u * w_x + v * w_y)
+        viscosity = resolved["viscosity"][:, None, None]
+        phase = FORCING_PHASE_SPEED * time if cfg.forcing == "torus-vis-force" else 0.0
+        forcing = forcing_field(cfg.forcing, n, resolved.get("forcing_amplitude"), phase)
+        rhs = np.fft.irfft2(-advection_hat - viscosity * lap * w_hat, s=(n, n)) + forcing
+        return rhs[:, None]
+
+    def coarser_time_step(self, factor: int) -> dict[str, Any]:
+        """Faithful mode: the fixed step ``factor`` times longer (it must still divide the
+        record interval). CFL mode: the Courant number and the step cap both ``factor``
+        times larger."""
+        cfg = self.config
+        step = cfg.effective_time_step * factor
+        if cfg.time_stepping == "cfl":
+            return {"cfl": cfg.cfl * factor, "time_step": step}
+        steps = whole_multiple(cfg.record_interval, cfg.effective_time_step, "record_interval")
+        if steps % factor:
+            raise ValueError(f"time_step {cfg.effective_time_step:g} coarsened {factor}x does "
+                             f"not divide the record interval {cfg.record_interval:g} ({steps} "
+                             f"steps): choose a time factor that divides {steps}")
+        return {"time_step": step}
 
     def _forcing_spectra(self, engine: _Engine, amplitudes):
         """f̂ and, for the moving phase, its quarter-period shift: f̂(t) = cos φ F̂ + sin φ Ĝ."""
