@@ -461,7 +461,12 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
         "seconds": result.seconds, "reference_seconds": result.reference_seconds,
         "steps": result.steps,
         "fallback_reasons": {str(k): r for k, r in enumerate(result.reasons) if r},
+        "wall_seconds": result.wall_seconds,
     }
+    if result.estimates is not None and any(e is not None for e in result.estimates):
+        config["error_estimates"] = result.estimates
+    if result.parareal is not None:
+        config["parareal"] = dataclasses.asdict(result.parareal)
     return schema.build_dataset(
         data_vars, coords=coords,
         equation=equation or getattr(solver, "name", "unknown"), config=config,
