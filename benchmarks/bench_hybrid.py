@@ -97,6 +97,27 @@ def table(rows: list[dict], fine_seconds: float) -> str:
     return "\n".join(lines)
 
 
+def markdown(result: dict) -> str:
+    """The README section's tables: per problem the rows, the verdict and the indicators."""
+    parts = []
+    for problem in result["problems"].values():
+        rows = problem["rows"]
+        fine = next(r for r in rows if r["schedule"] == "solver, one run")
+        parts.append(f"**{problem['label']}, {problem['steps']} steps, {result['samples']} "
+                     f"trajectories** ({result['date'][:10]}, {result['machine']['cpus']} × "
+                     f"{result['machine']['processor']}; parareal on {result['workers']} "
+                     "dask workers)\n")
+        parts.append(table(rows, fine["seconds"]))
+        quality = problem["indicators"]
+        parts.append(
+            f"\n{problem['verdict'][0].upper()}{problem['verdict'][1:]}. Error indicators, "
+            f"Spearman rank correlation with the true one-step error over "
+            f"{quality['states']} states: " + ", ".join(
+                f"{k} {v['spearman']:.2f} ({v['seconds_per_step'] * 1e3:.1f} ms per step)"
+                for k, v in quality["indicators"].items()) + ".\n")
+    return "\n".join(parts)
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=CACHE,
@@ -108,7 +129,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=RESULTS / "hybrid.json")
     parser.add_argument("--quick", action="store_true",
                         help="4 steps and three schedules (the smoke test)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="print the Markdown tables of --out and stop")
     args = parser.parse_args(argv)
+    if args.table_only:
+        import json
+
+        saved = json.loads(args.out.read_text())
+        print(markdown(saved))
+        return saved
 
     from ssmpde.coupling.baseline import SURROGATE_KINDS, against_coarse
     from ssmpde.coupling.run import run_rollout

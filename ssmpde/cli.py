@@ -232,6 +232,7 @@ def _add_train_parser(commands) -> None:
             ("window", int, "rollout: frames in"), ("horizon", int, "rollout: frames out"),
             ("mode", str, "rollout: teacher-forcing or autoregressive"),
             ("noise-std", float, "Gaussian noise on the normalised inputs"),
+            ("target", str, "rollout: predict the next state (default) or its increment"),
             ("num-test", int, "samples held out when no --test-data is given"),
             ("seed", int, "seed of initialisation, data order and noise"),
             ("schedule", str, "learning-rate schedule: onecycle (default) or cosine"),

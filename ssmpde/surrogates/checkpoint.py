@@ -206,7 +206,9 @@ def _problems(record) -> list[str]:
     normalizers = need(record, "normalizers", dict)
     expected = {"operator": ("inputs", "outputs"), "rollout": ("fields", "conditioning")}
     if normalizers is not None and isinstance(task, dict) and task.get("kind") in expected:
-        for name in expected[task["kind"]]:
+        optional = ("increments",) if task["kind"] == "rollout" and "increments" in \
+            normalizers else ()
+        for name in expected[task["kind"]] + optional:
             entry = need(normalizers, name, dict, "normalizers ")
             if entry is None:
                 continue
@@ -291,7 +293,9 @@ class NormalisedModel:
         ``input_layout`` says how rollout inputs are laid out.
     task : Task
     normalizers : dict
-        ``inputs``/``outputs`` (operator) or ``fields``/``conditioning`` (rollout).
+        ``inputs``/``outputs`` (operator) or ``fields``/``conditioning`` (rollout), and for
+        a model that predicts increments (``TrainConfig.target``) ``increments``: the next
+        frame is then the last input frame plus the decoded prediction.
     """
 
     def __init__(self, model, task: Task, normalizers: dict[str, Normalizer]):
@@ -303,6 +307,7 @@ class NormalisedModel:
             f, c = normalizers["fields"], normalizers["conditioning"]
             self.inputs = Normalizer(f.mean * task.window + c.mean, f.std * task.window + c.std)
             self.outputs = f
+        self.increments = normalizers.get("increments")
 
     def __call__(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         """Operator tasks: ``[batch, inputs, *grid]`` → ``[batch, outputs, *grid]``."""
@@ -326,6 +331,8 @@ class NormalisedModel:
             history = x[:, :frames * window.shape[2]].unflatten(1, (frames, window.shape[2]))
             extra = x[:, frames * window.shape[2]:].unsqueeze(1)
             x = torch.cat([history, extra.expand(-1, frames, *extra.shape[2:])], dim=2)
+        if self.increments is not None:
+            return window[:, -1] + self.increments.decode(self.model(x))
         return self.outputs.decode(self.model(x))
 
     def rollout(self, history: torch.Tensor, conditioning: torch.Tensor, *,

@@ -411,13 +411,15 @@ class Normalizer:
         return cls([float(m) for m in mean], [float(s) for s in std])
 
 
-def fit_normalizers(dataset: TaskDataset) -> dict[str, Normalizer]:
+def fit_normalizers(dataset: TaskDataset, *, increments: bool = False
+                    ) -> dict[str, Normalizer]:
     """Normalisers of a task from its training dataset.
 
     Operator: ``inputs`` and ``outputs`` over the variables. Rollout: ``fields`` (per field,
     over every frame of the training samples) and ``conditioning`` (per channel, over every
     frame of the time-dependent ones); the model's input normaliser repeats the field
-    statistics once per window frame.
+    statistics once per window frame. With ``increments``, also ``increments``: per field,
+    over the differences of consecutive frames (a model that predicts increments).
     """
     task = dataset.task
     if task.kind == "operator":
@@ -436,7 +438,13 @@ def fit_normalizers(dataset: TaskDataset) -> dict[str, Normalizer]:
         cond = Normalizer.fit(
             np.moveaxis(dataset.conditioning(int(s), frames, np.float64), 1, 0).reshape(
                 len(task.conditioning), -1) for s in dataset.samples)
-    return {"fields": fields, "conditioning": cond}
+    result = {"fields": fields, "conditioning": cond}
+    if increments:
+        result["increments"] = Normalizer.fit(
+            (np.diff(np.stack([np.asarray(ds[v].isel({SAMPLE: int(s)}).values, np.float64)
+                               for v in task.inputs]), axis=1).reshape(len(task.inputs), -1)
+             for s in dataset.samples), names=task.inputs)
+    return result
 
 
 def grid_size(task: Task) -> int:

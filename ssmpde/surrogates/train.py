@@ -49,6 +49,7 @@ from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_sele
 __all__ = ["TrainConfig", "evaluate", "load_checkpoint", "train"]
 
 SCHEDULES = ("onecycle", "cosine")
+TARGETS = ("state", "increment")
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class TrainConfig:
         Autoregressive mode: gradients only through the last unrolled step.
     noise_std : float
         Standard deviation of the Gaussian noise added to the (normalised) input frames.
+    target : {"state", "increment"}
+        Rollout tasks: the model predicts the next frame, or its increment over the last
+        input frame (normalised by the statistics of the training data's increments; the
+        next frame is then the last one plus the prediction). Increments halve the one-step
+        error of a CPU-trained KS surrogate (``benchmarks/results/long_rollout.json``).
     num_test : int
         Samples held out from the training file when no test file is given.
     seed : int
@@ -98,6 +104,7 @@ class TrainConfig:
     mode: str = "teacher-forcing"
     pushforward: bool = True
     noise_std: float = 0.0
+    target: str = "state"
     num_test: int = 0
     seed: int = 0
     schedule: str = "onecycle"
@@ -125,6 +132,8 @@ class TrainConfig:
                              f"{self.mode!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
         if not isinstance(self.pushforward, bool):
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
@@ -488,7 +497,10 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         normalizers = normalizers_of(_restore_model(out, model, model_name, model_config,
                                                     config))
     else:
-        normalizers = fit_normalizers(train_set)
+        if config.target == "increment" and task.kind != "rollout":
+            raise ValueError("target='increment' is for rollout tasks (trajectories); an "
+                             "operator task maps inputs to outputs: use target='state'")
+        normalizers = fit_normalizers(train_set, increments=config.target == "increment")
     gradient_weight = config.gradient_loss_weight
     if gradient_weight is None:
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0

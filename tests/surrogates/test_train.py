@@ -368,3 +368,36 @@ def test_toml_config_and_command_line_precedence(darcy_files, tmp_path):
     bad.write_text("[trian]\nepochs = 1\n")
     assert main(["train", "geomano", "--data", str(darcy_files[0]), "--config", str(bad),
                  "--out", str(tmp_path / "x")]) == 2
+
+
+def test_a_model_that_predicts_increments(ns_file, tmp_path):
+    """target="increment": the checkpoint stores the increments' normaliser, and a step is the
+    last frame plus the decoded prediction (a model that outputs zeros predicts the
+    increments' mean added to the last frame)."""
+    from ssmpde.coupling import SurrogateStepper
+    from ssmpde.surrogates.checkpoint import normalised_model
+
+    run = tmp_path / "run"
+    train("fno", ns_file, out=run, preset="navier-stokes",
+          model_overrides=dict(width=4, depth=1, modes=(2, 2)),
+          config=TrainConfig(epochs=1, batch_size=2, window=1, num_test=1,
+                             target="increment"), progress=False)
+    model, record = load_checkpoint(run)
+    increments = record["normalizers"]["increments"]
+    with schema.open_dataset(ns_file) as ds:
+        w = ds.vorticity.isel(sample=slice(0, 3)).values  # the training samples
+    diffs = np.diff(w, axis=1)
+    assert increments["mean"][0] == pytest.approx(diffs.mean(), rel=1e-9, abs=1e-12)
+    assert increments["std"][0] == pytest.approx(diffs.std(), rel=1e-9)
+    wrapped = normalised_model(model, record)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        window = torch.tensor(w[:2, :1, None], dtype=torch.float32)
+        cond = torch.zeros(2, 2, 16, 16)
+        step = wrapped.step(window, cond)
+    torch.testing.assert_close(step, window[:, -1] + increments["mean"][0])
+    stepper = SurrogateStepper.from_checkpoint(run)  # a loaded run keeps the target
+    assert stepper._wrapped.increments is not None
+    with pytest.raises(ValueError, match="target must be one of"):
+        TrainConfig(target="delta")
