@@ -41,8 +41,9 @@ the one-step error (``rel_l2_per_step[0]``), the error at the horizon (step 50 f
 NS), the mean over the trajectory, the whole per-step curve, and the milliseconds of one
 ``SurrogateStepper.step`` on a batch of 16 states on one thread (what competes with the
 solver in the hybrid; timed after all training, one run after the other). The run with the
-lowest horizon error per PDE (among those with a one-step error below 0.5: a model that
-collapsed to the mean scores about 1 at the horizon, less than one that drifts) is copied to
+lowest error at step 20 per PDE (KS is chaotic: at step 50 every model has decorrelated; among
+those with a one-step error below 0.5: a model that collapsed to the mean scores about 1, less
+than one that drifts) is copied to
 ``OUT/ks/best`` and ``OUT/ns/best`` (loadable by
 ``ssmpde.coupling.SurrogateStepper.from_checkpoint``).
 
@@ -118,6 +119,10 @@ COMMON = dict(lr=1e-3, weight_decay=1e-4, schedule="cosine", window=1, num_test=
 INFERENCE_BATCH = 16
 #: the best run per PDE is chosen among those whose one-step error is below this
 USABLE_ONE_STEP = 0.5
+#: ... by their error at this step: KS is chaotic, so at step 50 every model (and the solver
+#: itself from a 1e-2 perturbation: 1.24) has decorrelated, and the horizon error no longer
+#: ranks the steppers; at step 20 it does (NS: its horizon).
+SELECT_STEP = 20
 
 
 def label_of(pde: str, model: str, recipe: str) -> str:
@@ -414,8 +419,8 @@ def main(argv=None) -> dict:
                    "models": {k: list(v) for k, v in MODELS.items()},
                    "horizons": {p: PDES[p]["horizon"] for p in pdes},
                    "inference_batch": INFERENCE_BATCH, "data": files,
-                   "best_rule": f"lowest horizon error among the variants with a one-step "
-                                f"error below {USABLE_ONE_STEP} (all if none)",
+                   "best_rule": f"lowest error at step {SELECT_STEP} among the variants "
+                                f"with a one-step error below {USABLE_ONE_STEP} (all if none)",
                    "rows": []})
     earlier = reusable_rows(args.results, settings, files) if args.reuse else {}
     rows, arguments = {}, []
@@ -438,6 +443,9 @@ def main(argv=None) -> dict:
               f"{row['train_seconds']:.0f} s, one-step {row['one_step_rel_l2']:.2e}, step "
               f"{row['horizon_steps']} {row['horizon_rel_l2']:.3f}, mean "
               f"{row['trajectory_rel_l2']:.3f}", flush=True)
+    # With --reuse, the earlier file's other variants stay in the results (not retimed).
+    for label, row in earlier.items():
+        rows.setdefault(label, dict(row, reused=True))
     # Timed here, one after the other on one thread, once no training runs.
     for pde, model, recipe in variants:
         row = rows[label_of(pde, model, recipe)]
@@ -454,7 +462,8 @@ def main(argv=None) -> dict:
         # A model that collapsed to the mean (one-step error ~1) scores ~1 at the horizon,
         # below a model that tracks the solution for a while and then drifts: not a stepper.
         usable = [r for r in rows if r["one_step_rel_l2"] < USABLE_ONE_STEP] or rows
-        winner = min(usable, key=lambda r: r["horizon_rel_l2"])
+        winner = min(usable, key=lambda r: r["rel_l2_per_step"][
+            min(SELECT_STEP, len(r["rel_l2_per_step"])) - 1])
         target = args.out / pde / "best"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(winner["run"], target)
