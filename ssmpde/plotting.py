@@ -583,7 +583,7 @@ def pareto_front(rows: Sequence[Mapping]) -> list[Mapping]:
 
 
 def plot_pareto(path: str | os.PathLike, rows: Sequence[Mapping], *, title: str = "",
-                floor: float = 1e-12, dpi: int = 150) -> pathlib.Path:
+                floor: float | None = None, dpi: int = 150) -> pathlib.Path:
     """Error at the horizon against wall time, one marker per configuration, the Pareto
     front drawn through the best.
 
@@ -592,11 +592,15 @@ def plot_pareto(path: str | os.PathLike, rows: Sequence[Mapping], *, title: str 
     rows : sequence of mapping
         Each with ``schedule``, ``kind``, ``final_rel_l2`` and ``seconds`` (rows with
         ``failed`` are listed under the plot instead). The fine solver's error is zero by
-        definition; errors below ``floor`` are drawn at ``floor``.
+        definition; errors below ``floor`` (default: a tenth of the smallest non-zero
+        error) are drawn at ``floor``.
     """
     done = [r for r in rows if "failed" not in r]
     if not done:
         raise ValueError("plot_pareto needs at least one row that ran to the end")
+    if floor is None:
+        positive = [r["final_rel_l2"] for r in done if r["final_rel_l2"] > 0]
+        floor = 0.1 * min(positive) if positive else 1e-12
     fig = _new_figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     seen = set()
