@@ -67,10 +67,14 @@ def test_kuramoto_sivashinsky_example(tmp_path):
     from examples import kuramoto_sivashinsky
 
     result = kuramoto_sivashinsky.main(["--out", str(tmp_path), "--tiny"])
-    assert {r["schedule"] for r in result["rollout"]} == {"solver", "surrogate",
-                                                         "surrogate:4,solver:1"}
-    solver_only = next(r for r in result["rollout"] if r["schedule"] == "solver")
-    assert solver_only["final_rel_l2"] == 0.0  # the solver alone is the reference
+    rows = {r["schedule"]: r for r in result["rollout"]}
+    assert {s for s, r in rows.items() if r["kind"] != "coarse"} == {
+        "solver, one run", "solver", "surrogate", "surrogate:4,solver:1"}
+    assert any(r["kind"] == "coarse" for r in rows.values())  # the honest baseline
+    assert rows["solver, one run"]["final_rel_l2"] == 0.0  # the reference
+    # Restarted from the coarser stored grid every step, the solver loses the modes above
+    # it at each hand-over (about 3 % here), far less than the surrogate.
+    assert 0 < rows["solver"]["final_rel_l2"] < rows["surrogate"]["final_rel_l2"]
     assert (tmp_path / "ks_rollout.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -86,7 +90,8 @@ def test_euler_ce_rm_example(tmp_path):
     with data.open_dataset(tmp_path / "ce_rm_rollout.nc") as ds:
         assert ds.density.dims == ("sample", "time", "y", "x") and "tracer" in ds
     rows = {row["schedule"]: row for row in result["rollout"]}
-    assert rows["solver"]["final_rel_l2"] == 0.0
+    assert rows["solver, one run"]["final_rel_l2"] == 0.0  # the reference
+    assert rows["solver"]["final_rel_l2"] < 1e-12  # restarts at the simulation grid
     assert rows["surrogate:3,solver:1"]["solver"] == 0  # 3 steps: all surrogate
     for name in ("ce_rm.png", "ce_rm_rollout.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
