@@ -50,9 +50,10 @@ def weights(run):
 # ---------------------------------------------------------------------------------------
 # Learning.
 # ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # 34 s on 2 cores: the default suite keeps the resume and increment tests
 def test_overfits_four_small_darcy_samples(tmp_path):
-    # The default suite's learning check (about 12 s): 4 samples at 17², one layer, 120
-    # epochs; measured 0.021 (an untrained model is at about 1).
+    # A learning check: 4 samples at 17², one layer, 120 epochs; measured 0.021 (an
+    # untrained model is at about 1).
     data = tmp_path / "darcy.nc"
     generate("darcy", num_samples=4, seed=0, out=data, resolution=17, simulation_resolution=33,
              progress=False)
