@@ -16,7 +16,7 @@ from ssmpde.core import relative_l2
 from ssmpde.solvers.base import SolverDivergedError
 
 __all__ = ["DEFAULT_COARSENINGS", "SURROGATE_KINDS", "against_coarse", "coarse_baselines",
-           "parse_coarsening", "solver_inputs", "solver_run"]
+           "parse_coarsening", "solver_run"]
 
 #: (space, time) factors tried by default; those a configuration cannot make are skipped.
 DEFAULT_COARSENINGS = ((2, 1), (4, 1), (1, 2), (1, 5), (2, 2), (2, 5), (4, 5))
@@ -45,24 +45,14 @@ def _label(solver, space: int, time: int) -> str:
     return f"coarse {space}x{time} (grid {grid}, {detail})"
 
 
-def solver_inputs(solver, parameters, time: float):
-    """The entries of ``parameters`` (a mapping or a Conditions, at ``time``) that the solver
-    takes."""
-    from .hybrid import Conditions
-
-    given = parameters.at(time) if isinstance(parameters, Conditions) else parameters
-    names = getattr(solver, "parameter_names", None)
-    if given is not None and names is not None:
-        given = {k: v for k, v in given.items() if k in names}
-    return given
-
-
 def solver_run(solver, history: np.ndarray, num_steps: int, *, time: float = 0.0,
                parameters=None) -> tuple[np.ndarray, float]:
     """The solver on its own, as a user would run it: one continuous integration from the
     last frame of ``history`` (no restart per step), after a one-step warm-up (numba, FFT
     plans). Returns the frames ``[batch, num_steps, field, *grid]`` and the seconds."""
-    given = solver_inputs(solver, parameters, time)
+    from .hybrid import stepper_inputs
+
+    given = stepper_inputs(solver, parameters, time)
     start = np.asarray(history, dtype=np.float64)[:, -1]
     solver.simulate(start, 1, time=time, parameters=given)
     started = _time.perf_counter()

@@ -244,6 +244,18 @@ def _check_history(history: np.ndarray, *steppers) -> np.ndarray:
     return history
 
 
+def stepper_inputs(stepper, parameters, time: float):
+    """The entries of ``parameters`` (a mapping, or a :class:`Conditions` read at ``time``)
+    that ``stepper`` takes: a solver needs viscosity and the forcing amplitudes, a surrogate
+    the forcing field. All of them for a stepper without ``parameter_names``."""
+    if isinstance(parameters, Conditions):
+        parameters = parameters.at(time)
+    names = getattr(stepper, "parameter_names", None)
+    if parameters is not None and names is not None:
+        parameters = {k: v for k, v in parameters.items() if k in names}
+    return parameters
+
+
 def _advance(stepper, window: np.ndarray, time: float, parameters,
              fields: tuple[str, ...] | None = None) -> np.ndarray:
     """One step of ``stepper`` from the last frames of ``window``, given the inputs it takes.
@@ -252,13 +264,7 @@ def _advance(stepper, window: np.ndarray, time: float, parameters,
     of them sees only those; the others keep their last values in the new frame (they are
     re-anchored by the next solver step).
     """
-    if isinstance(parameters, Conditions):
-        parameters = parameters.at(time)
-    names = getattr(stepper, "parameter_names", None)
-    if parameters is not None and names is not None:
-        # Each stepper gets the inputs it takes: a solver needs viscosity and the forcing
-        # amplitudes, a surrogate the forcing field.
-        parameters = {k: v for k, v in parameters.items() if k in names}
+    parameters = stepper_inputs(stepper, parameters, time)
     history = window[:, -stepper.window:]
     own = tuple(stepper.fields)
     if fields is None or own == tuple(fields):

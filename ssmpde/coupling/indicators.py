@@ -30,6 +30,8 @@ import numpy as np
 
 from ssmpde.core import relative_l2, unknown_name
 
+from .hybrid import stepper_inputs
+
 __all__ = ["DEFAULT_INDICATOR", "INDICATORS", "indicator_quality", "make_indicator"]
 
 #: name -> what it needs (documentation for errors and the CLI).
@@ -42,14 +44,6 @@ INDICATORS = {
 DEFAULT_INDICATOR = "coarse"
 
 Indicator = Callable[..., np.ndarray]
-
-
-def _inputs(stepper, parameters):
-    """The entries of ``parameters`` a stepper takes (as the hybrid loop passes them)."""
-    names = getattr(stepper, "parameter_names", None)
-    if parameters is None or names is None:
-        return parameters
-    return {k: v for k, v in parameters.items() if k in names}
 
 
 def _default_coarse(solver):
@@ -85,7 +79,7 @@ def make_indicator(name: str | Indicator, solver, *, coarse=None, second=None) -
     if name == "residual":
         def residual(history, proposal, *, time, parameters):
             previous = history[:, -1]
-            given = _inputs(solver, parameters)
+            given = stepper_inputs(solver, parameters, time)
             trapezoid = previous + 0.5 * solver.dt * (
                 solver.tendency(previous, time=time, parameters=given)
                 + solver.tendency(proposal, time=time + solver.dt, parameters=given))
@@ -102,7 +96,7 @@ def make_indicator(name: str | Indicator, solver, *, coarse=None, second=None) -
 
         def discrepancy(history, proposal, *, time, parameters):
             step = coarse.step(history[:, -coarse.window:], time=time,
-                               parameters=_inputs(coarse, parameters))
+                               parameters=stepper_inputs(coarse, parameters, time))
             return relative_l2(proposal, step, fields=True)
 
         return discrepancy
@@ -111,7 +105,7 @@ def make_indicator(name: str | Indicator, solver, *, coarse=None, second=None) -
 
     def disagreement(history, proposal, *, time, parameters):
         other = second.step(history[:, -second.window:], time=time,
-                            parameters=_inputs(second, parameters))
+                            parameters=stepper_inputs(second, parameters, time))
         return relative_l2(proposal, other, fields=True)
 
     return disagreement

@@ -89,10 +89,10 @@ def _fine_task(spec, start, steps, time, parameters):
     started = _time.perf_counter()
     if getattr(solver, "window", 1) == 1 and hasattr(solver, "simulate"):
         # A solver integrates the slice in one run (no restart through the stored grid).
-        from .baseline import solver_inputs
+        from .hybrid import stepper_inputs
 
         frames = solver.simulate(start[:, -1], steps, time=time,
-                                 parameters=solver_inputs(solver, parameters, time))[:, 1:]
+                                 parameters=stepper_inputs(solver, parameters, time))[:, 1:]
     else:
         frames = rollout(solver, start, steps, time=time, parameters=parameters)
     return frames, _time.perf_counter() - started
