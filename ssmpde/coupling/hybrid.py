@@ -355,9 +355,8 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
                 reason = checks.failure(window[:, -1], frame, solver.fields)
             elif estimate_of is not None:
                 started = _time.perf_counter()
-                given = parameters.at(now) if isinstance(parameters, Conditions) else parameters
                 estimate = float(np.max(estimate_of(window, frame, time=now,
-                                                    parameters=given)))
+                                                    parameters=parameters)))
                 seconds["indicator"] += _time.perf_counter() - started
                 if not estimate < plan.tolerance:  # NaN is rejected too
                     reason = f"estimated error {estimate:.3g} >= tolerance {plan.tolerance:g}"

@@ -1,7 +1,8 @@
 """Error indicators: how far off is a surrogate's proposed step, without the fine solver?
 
 An indicator maps a proposed step to an estimate of its relative L2 error per sample,
-``(history, proposal, time, parameters) -> [batch]``, cheaply. The error-controlled adaptive
+``(history, proposal, time, parameters) -> [batch]``, cheaply (``parameters`` a mapping
+or a :class:`~ssmpde.coupling.Conditions`, as the hybrid loop has them). The error-controlled adaptive
 schedule (``"adaptive:TOL"``) accepts a proposal whose estimate is below the tolerance and
 lets the solver take the step otherwise. Built in:
 
@@ -131,7 +132,7 @@ def indicator_quality(solver, surrogate, trajectories: np.ndarray, indicators: M
     """
     from scipy.stats import spearmanr
 
-    from .hybrid import Conditions, _advance
+    from .hybrid import _advance
 
     trajectories = np.asarray(trajectories, dtype=np.float64)
     window = max(solver.window, surrogate.window)
@@ -146,10 +147,10 @@ def indicator_quality(solver, surrogate, trajectories: np.ndarray, indicators: M
         now = float(times[k])
         proposal = _advance(surrogate, history, now, parameters, solver.fields)
         true.append(relative_l2(proposal, trajectories[:, k + 1], fields=True))
-        given = parameters.at(now) if isinstance(parameters, Conditions) else parameters
         for name, indicator in indicators.items():
             started = _time.perf_counter()
-            estimates[name].append(indicator(history, proposal, time=now, parameters=given))
+            estimates[name].append(indicator(history, proposal, time=now,
+                                                parameters=parameters))
             seconds[name] += _time.perf_counter() - started
     true = np.concatenate(true)
     steps = count - window
