@@ -1,35 +1,26 @@
 """1D viscous Burgers equation on the periodic unit interval (pseudospectral, ETDRK4).
 
-See ``shared/specs/solvers.md``, section "Burgers": the FNO paper's ν = 0.1 operator-learning
-data (u0 → u(1), 8192 → 1024 points) and the FNO repository's ν = 1e-3 trajectories.
+See ``docs/numerics/burgers.md``: the FNO paper's ν = 0.1 operator-learning data (u0 → u(1),
+8192 → 1024 points) and the FNO repository's ν = 1e-3 trajectories. The scheme is that of
+:class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`; this module is its linear operator,
+config and presets.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .. import data
-from .base import (Checks, TimeDependentSolver, VariableSpec, check_ranged, check_strided_grid,
-                   positive_finite, register_solver, whole_multiple)
+from .base import Checks, check_ranged, register_solver, whole_multiple
 from .random_fields import PeriodicGRF, sample_rng
-from .spectral import (
-    ETDRK4,
-    QuadraticFlux1D,
-    dealias_mask,
-    derivative_wavenumbers,
-    spectral_resample,
-    wavenumbers,
-)
+from .semilinear import MAX_RESOLUTION, SemilinearSolver1D, check_config
+from .spectral import dealias_mask, derivative_wavenumbers, wavenumbers
 
 __all__ = ["Burgers1D", "BurgersConfig", "reference_step"]
 
-#: Largest grid accepted (2**22 points: one batch row of buffers is ~1 GB already).
-MAX_RESOLUTION = 2 ** 22
 #: Contour points of the reference coefficients (Kassam & Trefethen use 32 on the circle).
 REFERENCE_CONTOUR_POINTS = 32
 
@@ -82,18 +73,8 @@ class BurgersConfig:
     sigma: float = 25.0
 
     def __post_init__(self) -> None:
-        check_strided_grid(self.resolution, self.simulation_resolution, MAX_RESOLUTION)
+        check_config(self, positive=("alpha", "tau", "sigma"), maximum=MAX_RESOLUTION)
         check_ranged("viscosity", self.viscosity)
-        if not isinstance(self.dealias, (bool, np.bool_)):
-            raise ValueError(f"dealias must be True or False, got {self.dealias!r}")
-        for name in ("final_time", "record_interval", "time_step", "alpha", "tau", "sigma"):
-            value = getattr(self, name)
-            if not positive_finite(value):
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        whole_multiple(self.final_time, self.record_interval,
-                     "final_time must be a whole number of record intervals")
-        whole_multiple(self.record_interval, self.time_step,
-                     "record_interval must be a whole number of time steps")
 
     @property
     def steps_per_record(self) -> int:
@@ -167,7 +148,7 @@ def reference_step(v_hat: np.ndarray, viscosity: float | np.ndarray, time_step: 
 
 
 @register_solver("burgers")
-class Burgers1D(TimeDependentSolver):
+class Burgers1D(SemilinearSolver1D):
     r"""1D viscous Burgers equation, periodic unit interval (pseudospectral, ETDRK4).
 
     .. math:: \partial_t u + \partial_x (u^2 / 2) = \nu\, \partial_{xx} u
@@ -176,7 +157,8 @@ class Burgers1D(TimeDependentSolver):
     Field: ``u`` (velocity, non-dimensional). Fourier pseudospectral in space with the
     quadratic flux dealiased by the 2/3 rule; in time Cox–Matthews ETDRK4 with Kassam–Trefethen
     contour coefficients (L = −ν k², k = 2π n, integrated exactly; the flux explicitly) at a
-    fixed step ``time_step`` dividing ``record_interval``. The initial condition is a periodic
+    fixed step ``time_step`` dividing ``record_interval`` (the scheme of
+    :class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`). The initial condition is a periodic
     GRF, covariance σ²(−Δ + τ²)^(−α) in FNO's convention (see :class:`PeriodicGRF`), mean zero.
     See :class:`BurgersConfig` for parameters.
 
@@ -218,9 +200,11 @@ class Burgers1D(TimeDependentSolver):
     """
 
     Config = BurgersConfig
-    fields = ("u",)
     field_units = {"u": ("velocity", "1")}
     parameter_names = ("viscosity",)
+    parameter_units = {"viscosity": ("viscosity", "1")}
+    #: The unit interval: not a config option.
+    domain_length = 1.0
     ranged_parameters = ("viscosity",)
     #: The flux is a divergence: the spatial mean of u is conserved.
     checks = Checks(conserved=("u",))
@@ -238,9 +222,7 @@ class Burgers1D(TimeDependentSolver):
                 final_time=0.1, record_interval=0.05, time_step=0.01)
 
     def __init__(self, *, fft_backend: str = "pyfftw", **config: Any) -> None:
-        super().__init__(**config)
-        self.fft_backend = fft_backend
-        self._fluxes: dict[int, QuadraticFlux1D] = {}
+        super().__init__(fft_backend=fft_backend, **config)
         self._grf = None
 
     # -- per-sample inputs -----------------------------------------------------------------
@@ -254,73 +236,12 @@ class Burgers1D(TimeDependentSolver):
         return self._grf.sample_batch(rngs)[:, None]
 
     # -- simulation ------------------------------------------------------------------------
-    def _flux(self, batch: int) -> QuadraticFlux1D:
-        if batch not in self._fluxes:
-            self._fluxes[batch] = QuadraticFlux1D(
-                self.config.simulation_resolution, 1.0, batch=batch, dealias=self.config.dealias,
-                backend=self.fft_backend)
-        return self._fluxes[batch]
-
-    def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
-        """u on any even grid → the simulation grid, by spectral interpolation."""
-        return spectral_resample(frames[:, 0], self.config.simulation_resolution,
-                                 ndim=1)[:, None]
-
-    def start(self, initial: np.ndarray, parameters: Mapping[str, np.ndarray]):
-        batch, n = initial.shape[0], self.config.simulation_resolution
-        flux = self._flux(batch)
-        flux.fft.real[...] = initial[:, 0]
-        v_hat = flux.fft.forward().copy()
+    def linear(self, n: int, parameters: Mapping[str, np.ndarray]) -> np.ndarray:
+        """L = −ν k² on every rfft mode, the Nyquist mode's included: ``[batch, n // 2 + 1]``."""
         viscosity = np.asarray(parameters["viscosity"], dtype=np.float64).reshape(-1)
-        # A hybrid rollout restarts the solver every step: keep the last operator (its
-        # ETDRK4 contour coefficients cost more than a record interval of steps).
-        key = (batch, viscosity.tobytes())
-        if getattr(self, "_operator", (None,))[0] != key:
-            self._operator = (key, ETDRK4(_linear(n, viscosity), self.config.time_step, flux,
-                                          batch=batch))
-        stepper = self._operator[1]
-        return types.SimpleNamespace(v_hat=v_hat, flux=flux, stepper=stepper)
-
-    def advance(self, state, time: float) -> None:
-        for _ in range(self.config.steps_per_record):
-            state.stepper.step(state.v_hat)
-
-    def observe(self, state) -> np.ndarray:
-        return state.flux.physical(state.v_hat)[:, None]
-
-    def tendency(self, frames: np.ndarray, *, time: float = 0.0,
-                 parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """u_t = −(u²/2)_x + ν u_xx at ``frames`` ``[batch, 1, n]`` (any even n).
-
-        The solver's semi-discretisation on the n-point grid of [0, 1): the flux with the
-        Nyquist mode's derivative dropped and, with ``dealias``, zeroed outside the 2/3 band
-        (as :class:`QuadraticFlux1D`); diffusion −ν k² on every mode (as :func:`_linear`).
-        ``time`` is unused (no forcing).
-        """
-        frames = np.asarray(frames, dtype=np.float64)
-        if frames.ndim != 3 or frames.shape[1] != 1:
-            raise ValueError(f"frames must have shape [batch, 1, x], got {frames.shape}")
-        batch, n = frames.shape[0], frames.shape[-1]
-        viscosity = self.resolve_parameters(batch, parameters)["viscosity"]
-        k = 2 * np.pi * derivative_wavenumbers(n, real=True)
-        flux = -0.5j * k * (dealias_mask(n, ndim=1) if self.config.dealias else 1.0)
-        u = frames[:, 0]
-        rhs = flux * np.fft.rfft(u ** 2) + _linear(n, viscosity) * np.fft.rfft(u)
-        return np.fft.irfft(rhs, n)[:, None]
+        return _linear(n, viscosity)
 
     def divergence_hint(self) -> str:
         return (f"time_step {self.config.time_step:g}: reduce it (the explicit flux needs "
                 "time_step * max|u| * min(2 pi N / 3, max|u| / viscosity) below about 5) or "
                 "raise the resolution")
-
-    # -- dataset generation ----------------------------------------------------------------
-    def extra_variables(self) -> dict[str, VariableSpec]:
-        return {"viscosity": VariableSpec((), "viscosity", "1", role="parameter")}
-
-    def extra_outputs(self, inputs: Mapping[str, np.ndarray],
-                      times: np.ndarray) -> dict[str, np.ndarray]:
-        return {"viscosity": np.asarray(inputs["viscosity"], dtype=np.float64)}
-
-    def stored_bytes_per_sample(self) -> int:
-        return self._stored_bytes({data.TIME: self.num_records + 1,
-                                   data.X: self.config.resolution})

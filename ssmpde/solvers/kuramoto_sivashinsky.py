@@ -1,33 +1,29 @@
 r"""Kuramoto–Sivashinsky on a periodic interval, pseudospectral with ETDRK4.
 
-See ``shared/specs/solvers.md``, section "Kuramoto–Sivashinsky": the Kassam–Trefethen classic
-and the MemNO/SS-NO benchmark law (LPSDA's generator).
+See ``docs/numerics/kuramoto_sivashinsky.md``: the Kassam–Trefethen classic and the MemNO/SS-NO
+benchmark law (LPSDA's generator). The scheme is that of
+:class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`; this module is its linear operator,
+config and presets.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from .base import (Checks, TimeDependentSolver, VariableSpec, check_ranged, positive_finite,
-                   register_solver, whole_multiple)
-from .random_fields import sample_rng
-from .spectral import (ETDRK4, QuadraticFlux1D, dealias_mask, derivative_wavenumbers,
-                       spectral_resample)
+from .base import Checks, check_ranged, register_solver
+from .semilinear import SemilinearSolver1D, check_config, sine_series
+from .spectral import derivative_wavenumbers
 
 __all__ = ["KuramotoSivashinsky", "KuramotoSivashinskyConfig", "reference_step"]
 
 INITIAL_CONDITIONS = ("lpsda", "kassam-trefethen")
 #: The three viscosities of the MemNO / SS-NO benchmark (secondary summary of the paper).
 SSNO_VISCOSITIES = (0.075, 0.1, 0.125)
-
-
-def _positive(name: str, value: Any) -> None:
-    if not positive_finite(value):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+#: Largest simulation grid accepted.
+MAX_RESOLUTION = 2 ** 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +33,7 @@ class KuramotoSivashinskyConfig:
     Parameters
     ----------
     resolution : int
-        Stored grid points (the dataset's ``x``); must divide ``simulation_resolution``
+        Stored grid points (the dataset's ``x``); an even divisor of ``simulation_resolution``
         (frames are strided, as the benchmark's 512 → 128, 64, 32 downsamples are).
     simulation_resolution : int
         Grid points N of the pseudospectral simulation (even).
@@ -59,6 +55,10 @@ class KuramotoSivashinskyConfig:
         Exclusive upper bound of the random wavenumbers l of the ``lpsda`` law.
     dealias : bool
         Apply the 2/3 rule to the nonlinear term.
+
+    Notes
+    -----
+    ``simulation_resolution`` is at most 2**20.
     """
 
     resolution: int = 128
@@ -73,28 +73,13 @@ class KuramotoSivashinskyConfig:
     dealias: bool = True
 
     def __post_init__(self) -> None:
-        n = self.simulation_resolution
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 4 or n % 2 \
-                or n > 2 ** 20:
-            raise ValueError(f"simulation_resolution must be an even integer in 4..2**20, got "
-                             f"{n!r}")
-        r = self.resolution
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 2 or n % r:
-            divisors = [d for d in range(n, 1, -1) if n % d == 0][:8]
-            raise ValueError(f"stored resolution {r!r} must divide the simulation resolution "
-                             f"{n} (frames are strided); choose one of {divisors}")
+        check_config(self, positive=("domain_length",), maximum=MAX_RESOLUTION)
         check_ranged("viscosity", self.viscosity)
-        for name in ("domain_length", "final_time", "record_interval", "time_step"):
-            _positive(name, getattr(self, name))
         if self.initial_condition not in INITIAL_CONDITIONS:
             raise ValueError(f"unknown initial_condition {self.initial_condition!r}; choose "
                              f"one of {INITIAL_CONDITIONS}")
         if isinstance(self.lmax, bool) or not isinstance(self.lmax, int) or self.lmax < 2:
             raise ValueError(f"lmax must be an integer >= 2, got {self.lmax!r}")
-        whole_multiple(self.final_time, self.record_interval,
-               "final_time must be a whole number of record intervals")
-        whole_multiple(self.record_interval, self.time_step,
-               "record_interval must be a whole number of time steps")
 
     @property
     def random_viscosity(self) -> bool:
@@ -139,14 +124,16 @@ def reference_step(u: np.ndarray, viscosity: float, length: float, h: float,
 
 
 @register_solver("kuramoto-sivashinsky")
-class KuramotoSivashinsky(TimeDependentSolver):
+class KuramotoSivashinsky(SemilinearSolver1D):
     r"""Kuramoto–Sivashinsky: chaotic, stiff, fourth order.
 
     .. math:: u_t + u u_x + u_{xx} + \nu u_{xxxx} = 0 \quad \text{on } [0, L) \text{, periodic.}
 
     Fields: ``u`` (non-dimensional). Pseudospectral in space (real FFTs, optional 2/3
     dealiasing of u u_x = (u²/2)_x); ETDRK4 in time (Cox & Matthews) with the Kassam–Trefethen
-    contour-integral coefficients (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`).
+    contour-integral coefficients (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`): the
+    scheme of :class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`, with L = k² − ν k⁴.
+    See ``docs/numerics/kuramoto_sivashinsky.md``.
 
     Conventions: the grid x_j = L j / N does **not** include the right end point; states are
     ``[batch, 1, x]``. The linear part L = k² − ν k⁴ is integrated exactly, so the step is
@@ -171,9 +158,9 @@ class KuramotoSivashinsky(TimeDependentSolver):
     """
 
     Config = KuramotoSivashinskyConfig
-    fields = ("u",)
     field_units = {"u": ("u", "1")}
     parameter_names = ("viscosity",)
+    parameter_units = {"viscosity": ("coefficient of u_xxxx", "1")}
     ranged_parameters = ("viscosity",)
     checks = Checks(conserved=("u",), growth_bound=4.0)
     title = "Kuramoto-Sivashinsky u_t + u u_x + u_xx + nu u_xxxx = 0, periodic"
@@ -196,92 +183,23 @@ class KuramotoSivashinsky(TimeDependentSolver):
     TINY = dict(resolution=32, simulation_resolution=32, domain_length=22.0,
                 viscosity=(0.9, 1.1), final_time=0.5, record_interval=0.25, time_step=0.05)
 
-    def __init__(self, *, fft_backend: str = "pyfftw", **config: Any) -> None:
-        super().__init__(**config)
-        self.fft_backend = fft_backend
-
-    @property
-    def domain_length(self) -> float:  # the coordinates' extent
-        return float(self.config.domain_length)
-
     # -- parameters and initial states ---------------------------------------------------------
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
         """u0 ``[batch, 1, N]`` (stream 0 of each sample: A_k, φ_k, l_k in that order)."""
         cfg = self.config
         n, length = cfg.simulation_resolution, cfg.domain_length
-        x = length * np.arange(n) / n
         if cfg.initial_condition == "kassam-trefethen":
+            x = length * np.arange(n) / n
             u0 = np.cos(x / 16) * (1 + np.sin(x / 16))
             return np.broadcast_to(u0, (len(indices), 1, n)).copy()
-        out = np.empty((len(indices), 1, n))
-        for row, index in enumerate(indices):
-            rng = sample_rng(seed, index, stream=0)
-            amplitude = rng.uniform(-0.5, 0.5, size=10)
-            phase = rng.uniform(0.0, 2 * np.pi, size=10)
-            wavenumber = rng.integers(1, cfg.lmax, size=10)
-            out[row, 0] = np.sum(amplitude[:, None] * np.sin(
-                2 * np.pi * wavenumber[:, None] * x[None, :] / length + phase[:, None]), axis=0)
-        return out
+        return sine_series(seed, indices, n, length, cfg.lmax)
 
     # -- simulation ------------------------------------------------------------------------
-    def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
-        """States on any even grid → the simulation grid, by spectral interpolation."""
-        return spectral_resample(frames[:, 0], self.config.simulation_resolution,
-                                 ndim=1)[:, None]
-
-    def start(self, initial: np.ndarray, parameters: Mapping[str, np.ndarray]):
-        cfg = self.config
-        batch, n = initial.shape[0], cfg.simulation_resolution
+    def linear(self, n: int, parameters: Mapping[str, np.ndarray]) -> np.ndarray:
+        """L = k² − ν k⁴ on the rfft modes (Nyquist: k = 0), ``[batch, n // 2 + 1]``."""
         viscosity = np.asarray(parameters["viscosity"], dtype=np.float64)
-        # A hybrid rollout restarts the solver every step: keep the last operator (its
-        # ETDRK4 contour coefficients cost more than a record interval of steps).
-        key = (batch, viscosity.tobytes())
-        if getattr(self, "_operator", (None,))[0] != key:
-            flux = QuadraticFlux1D(n, cfg.domain_length, batch=batch, dealias=cfg.dealias,
-                                   backend=self.fft_backend)
-            self._operator = (key, flux, ETDRK4(_linear(n, cfg.domain_length, viscosity),
-                                                cfg.time_step, flux, batch=batch))
-        _, flux, stepper = self._operator
-        flux.fft.real[...] = initial[:, 0]
-        v_hat = flux.fft.forward().copy()
-        steps = whole_multiple(cfg.record_interval, cfg.time_step, "record_interval")
-        return {"v": v_hat, "stepper": stepper, "flux": flux, "steps": steps}
-
-    def advance(self, state, time: float) -> None:
-        for _ in range(state["steps"]):
-            state["stepper"].step(state["v"])
-
-    def observe(self, state) -> np.ndarray:
-        return state["flux"].physical(state["v"])[:, None]
-
-    def tendency(self, frames: np.ndarray, *, time: float = 0.0,
-                 parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """u_t = −(u²/2)_x − u_xx − ν u_xxxx at ``frames`` ``[batch, 1, n]`` (any even n).
-
-        The solver's semi-discretisation on the n-point grid: spectral derivatives (the
-        Nyquist mode has none, as in :func:`_linear`), the flux zeroed outside the 2/3 band
-        when ``dealias`` is set (as :class:`QuadraticFlux1D`). ``time`` is unused.
-        """
-        frames = np.asarray(frames, dtype=np.float64)
-        if frames.ndim != 3 or frames.shape[1] != 1:
-            raise ValueError(f"frames must have shape [batch, 1, x], got {frames.shape}")
-        cfg, (batch, _, n) = self.config, frames.shape
-        viscosity = self.resolve_parameters(batch, parameters)["viscosity"]
-        k = 2 * np.pi / cfg.domain_length * derivative_wavenumbers(n, real=True)
-        flux = -0.5j * k * (dealias_mask(n, ndim=1) if cfg.dealias else 1.0)
-        u = frames[:, 0]
-        linear = _linear(n, cfg.domain_length, viscosity)
-        rhs = flux * np.fft.rfft(u ** 2) + linear * np.fft.rfft(u)
-        return np.fft.irfft(rhs, n)[:, None]
+        return _linear(n, self.config.domain_length, viscosity)
 
     def divergence_hint(self) -> str:
         return (f"time_step {self.config.time_step:g} is too large for this flow: reduce it, or "
                 "raise the resolution")
-
-    # -- dataset ---------------------------------------------------------------------------
-    def extra_variables(self) -> dict[str, VariableSpec]:
-        return {"viscosity": VariableSpec((), "coefficient of u_xxxx", "1", role="parameter")}
-
-    def extra_outputs(self, inputs: Mapping[str, np.ndarray],
-                      times: np.ndarray) -> dict[str, np.ndarray]:
-        return {"viscosity": np.asarray(inputs["viscosity"], dtype=np.float64)}

@@ -373,8 +373,9 @@ class ETDRK4:
 
     Parameters
     ----------
-    linear : array ``[m]`` or ``[batch, m]``
+    linear : array ``[m]`` or ``[batch, m]``, real or complex
         Diagonal of L over the ``m`` modes (per sample when it varies, e.g. the viscosity).
+        Real for dissipative operators (−ν k²), complex for dispersive ones (KdV's i k³).
     h : float
         Time step.
     nonlinear : callable ``(v_hat, out) -> None``
@@ -398,7 +399,8 @@ class ETDRK4:
     """
 
     def __init__(self, linear: np.ndarray, h: float, nonlinear, *, batch: int) -> None:
-        linear = np.atleast_2d(np.asarray(linear, dtype=np.float64))
+        linear = np.atleast_2d(np.asarray(linear))
+        linear = linear.astype(np.complex128 if np.iscomplexobj(linear) else np.float64)
         # One contour evaluation per distinct operator (a batch usually shares its ν), each
         # on its own: NumPy's complex products round differently in arrays of different
         # sizes, and sample i must not depend on its batch.
@@ -429,9 +431,10 @@ class ETDRK4:
 
 
 class QuadraticFlux1D:
-    """N̂(û) = −½ i k FFT(u²) on a periodic 1D grid: the nonlinearity of Burgers and KS.
+    """N̂(û) = −½ b i k FFT(u²) on a periodic 1D grid: the nonlinearity of Burgers, KS, KdV.
 
-    ``−u u_x = −(u²/2)_x``. With ``dealias`` the result is zeroed outside the 2/3 band.
+    ``−b u u_x = −b (u²/2)_x``. With ``dealias`` the result is zeroed outside the 2/3 band.
+    The Nyquist mode's derivative is dropped (see :func:`derivative_wavenumbers`).
 
     Parameters
     ----------
@@ -442,15 +445,21 @@ class QuadraticFlux1D:
     batch : int
     dealias : bool
     backend : {"pyfftw", "numpy"}
+    threads : int, optional
+        FFTW threads (default 1: 1D transforms are too small to share).
+    coefficient : float
+        b (1 for Burgers and KS; 6 for KdV in its textbook scaling).
     """
 
     def __init__(self, n: int, length: float, *, batch: int, dealias: bool = True,
-                 backend: Backend = "pyfftw", threads: int | None = 1) -> None:
+                 backend: Backend = "pyfftw", threads: int | None = 1,
+                 coefficient: float = 1.0) -> None:
         self.fft = RealFFT((batch,), n, ndim=1, backend=backend, threads=threads)
         k = 2 * np.pi / length * derivative_wavenumbers(n, real=True)
         mask = dealias_mask(n, ndim=1) if dealias else np.ones(n // 2 + 1)
-        # −½ i k, the mask and 1/n² (u = backward(û)/n is squared) in one factor
-        self.factor = (-0.5j * k * mask / n ** 2).astype(np.complex128)[None, :]
+        # −½ b i k, the mask and 1/n² (u = backward(û)/n is squared) in one factor; b = 1
+        # multiplies −½i exactly, so Burgers and KS round as they did before b existed
+        self.factor = ((-0.5j * coefficient) * k * mask / n ** 2).astype(np.complex128)[None, :]
         self.n = n
 
     def __call__(self, v_hat: np.ndarray, out: np.ndarray) -> None:
@@ -458,6 +467,11 @@ class QuadraticFlux1D:
         u = self.fft.backward()
         np.square(u, out=u)
         np.multiply(self.fft.forward(), self.factor, out=out)
+
+    def spectral(self, u: np.ndarray) -> np.ndarray:
+        """The unnormalised rfft of u ``[batch, n]`` (a new array)."""
+        self.fft.real[...] = u
+        return self.fft.forward().copy()
 
     def physical(self, v_hat: np.ndarray) -> np.ndarray:
         """u on the grid from its (unnormalised) rfft ``v_hat`` (a new array)."""
