@@ -1,16 +1,129 @@
 """Dataset schema and file IO: the one place that says what an ssmpde dataset is.
 
-The implementation lives in :mod:`ssmpde.data.schema`; every public name is re-exported here.
+Every dataset the toolkit writes or reads is an :class:`xarray.Dataset` with
+
+* dimensions ``sample``, ``time``, ``y``, ``x`` (1D problems have no ``y``; steady problems no
+  ``time``), each with a coordinate variable that carries ``units``;
+* one data variable per physical field or per-sample parameter, each with ``long_name`` and
+  ``units``; extra non-standard dimensions (``forcing_mode``, ...) are allowed on data variables;
+* the global attributes :data:`REQUIRED_GLOBAL_ATTRS`, with ``Conventions = "CF-1.10"`` and the
+  full generator config as a JSON object in ``ssmpde_config``.
+
+:func:`build_dataset` assembles such a dataset, :func:`validate` checks one and lists every
+problem with its fix, :func:`save` writes netCDF4 or zarr atomically, :func:`open_dataset` and
+:func:`load_dataset` read them back and validate, :func:`describe` summarises one for
+``ssmpde info``, :func:`convert` copies one between netCDF4 and zarr.  The ``ds.ssmpde`` accessor
+exposes the same operations on a dataset.
+
+Parallel writers (dask workers of ``ssmpde generate --workers``) share one zarr store:
+:func:`create_store` lays it out with every sample still missing, each worker fills its own
+samples with :func:`write_store_region`, the one driver records finished sample ranges in the
+store's :data:`PROGRESS_ATTR` attribute (:class:`StoreProgress`), and :func:`finish_store` marks
+it complete. Readers refuse a store that still has a progress record.
+
+Every name is importable from ``ssmpde.data``; the modules underneath, each one concept, are
+
+* :mod:`ssmpde.data.schema`: dimension names, roles, attributes, coordinates,
+  :func:`build_dataset`, :func:`validate`;
+* :mod:`ssmpde.data.outputs`: atomic writes and write locks for any output;
+* :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
+  policy;
+* :mod:`ssmpde.data.progress`: the progress record of a store being written;
+* :mod:`ssmpde.data.store`: zarr stores written in parallel;
+* :mod:`ssmpde.data.summary`: :func:`describe`;
+* :mod:`ssmpde.data.accessor`: the ``ds.ssmpde`` accessor.
+
+Notes
+-----
+Time is a plain number with plain units (``"1"``, ``"s"``, ...), never a calendar date, so files
+are always opened with ``decode_times=False`` and ``decode_timedelta=False``: the ``time``
+coordinate comes back with the dtype, values and ``units`` attribute it was written with.
 """
 
-from .schema import *  # noqa: F403
-from .schema import (  # noqa: F401
-    ENCODED_BY,
+from __future__ import annotations
+
+from .accessor import SsmpdeAccessor
+from .files import (
     NETCDF_COMPRESSION,
     NETCDF_SUFFIXES,
-    STANDARD_DIMS,
     ZARR_FORMAT,
     ZARR_SUFFIXES,
-    __all__,
+    check_output,
+    convert,
     is_ssmpde_output,
+    load_dataset,
+    open_dataset,
+    save,
 )
+from .outputs import OutputLockedError, atomic_path, output_lock, remove_stale_temporaries
+from .progress import PROGRESS_ATTR, StoreProgress, store_progress
+from .schema import (
+    CONVENTIONS,
+    ENCODED_BY,
+    REQUIRED_GLOBAL_ATTRS,
+    ROLE,
+    ROLES,
+    SAMPLE,
+    SPATIAL_DIMS,
+    STANDARD_DIMS,
+    TIME,
+    X,
+    Y,
+    DatasetFileError,
+    SchemaError,
+    build_dataset,
+    config_of,
+    grid_coordinates,
+    roles_of,
+    sample_coordinate,
+    time_coordinate,
+    validate,
+)
+from .store import create_store, finish_store, update_store_progress, write_store_region
+from .summary import describe
+
+__all__ = [
+    "CONVENTIONS",
+    "ENCODED_BY",
+    "NETCDF_COMPRESSION",
+    "NETCDF_SUFFIXES",
+    "PROGRESS_ATTR",
+    "REQUIRED_GLOBAL_ATTRS",
+    "ROLE",
+    "ROLES",
+    "SAMPLE",
+    "SPATIAL_DIMS",
+    "STANDARD_DIMS",
+    "TIME",
+    "X",
+    "Y",
+    "ZARR_FORMAT",
+    "ZARR_SUFFIXES",
+    "DatasetFileError",
+    "OutputLockedError",
+    "SchemaError",
+    "SsmpdeAccessor",
+    "StoreProgress",
+    "atomic_path",
+    "build_dataset",
+    "check_output",
+    "config_of",
+    "convert",
+    "create_store",
+    "describe",
+    "finish_store",
+    "grid_coordinates",
+    "is_ssmpde_output",
+    "load_dataset",
+    "open_dataset",
+    "output_lock",
+    "remove_stale_temporaries",
+    "roles_of",
+    "sample_coordinate",
+    "save",
+    "store_progress",
+    "time_coordinate",
+    "update_store_progress",
+    "validate",
+    "write_store_region",
+]

@@ -243,7 +243,7 @@ def test_memory_estimates_of_the_builtin_solvers():
 
 KILLED_MERGE = """
     import os, pathlib, signal, sys
-    from ssmpde.data import schema as data
+    from ssmpde.data import files as data
     from ssmpde.solvers import generate
 
     out = pathlib.Path(sys.argv[1])

@@ -1,0 +1,469 @@
+"""Dataset files: :func:`save` netCDF4 or zarr atomically, :func:`open_dataset` and
+:func:`load_dataset` read them back and validate, :func:`convert` copies one between formats.
+
+netCDF4 and zarr hold the same layout (one sample per chunk, no fill value), so every dataset
+round-trips exactly through either and moves between them unchanged. :func:`check_output` is
+the output policy of every command: no input replaced, no existing target without
+``overwrite``, never a directory ssmpde did not write.
+
+Notes
+-----
+Time is a plain number with plain units (``"1"``, ``"s"``, ...), never a calendar date, so files
+are always opened with ``decode_times=False`` and ``decode_timedelta=False``: the ``time``
+coordinate comes back with the dtype, values and ``units`` attribute it was written with.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import pathlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .outputs import atomic_path, output_lock, remove_stale_temporaries
+from .progress import PROGRESS_ATTR, _root_attributes, store_progress
+from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
+
+__all__ = [
+    "NETCDF_COMPRESSION",
+    "NETCDF_SUFFIXES",
+    "ZARR_FORMAT",
+    "ZARR_SUFFIXES",
+    "check_output",
+    "convert",
+    "is_ssmpde_output",
+    "load_dataset",
+    "open_dataset",
+    "save",
+]
+
+NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf")
+ZARR_SUFFIXES = (".zarr",)
+NETCDF_COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
+# Zarr format 2 keeps stores readable by other zarr readers (zarr-python 3 reads and writes it), and
+# consolidated metadata is part of the format 2 spec but not (yet) of format 3.
+ZARR_FORMAT = 2
+# Never decode numbers into dates or durations: ssmpde time is a plain number with plain units.
+_DECODE_KWARGS = {"decode_times": False, "decode_timedelta": False}
+# What a backend raises for a file it cannot parse; wrapped into DatasetFileError.
+_READ_ERRORS = (OSError, ValueError, RuntimeError, KeyError)
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+def _format_of_suffix(path: pathlib.Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in ZARR_SUFFIXES:
+        return "zarr"
+    if suffix in NETCDF_SUFFIXES:
+        return "netcdf"
+    accepted = ", ".join(ZARR_SUFFIXES + NETCDF_SUFFIXES)
+    raise ValueError(f"cannot tell the format of '{path}' from its suffix "
+                     f"{suffix or '(none)'!r}: use one of {accepted} "
+                     "(.zarr for a zarr store, the others for netCDF4)")
+
+
+def _attr_problem(value: Any) -> tuple[type[Exception], str] | None:
+    """Why netCDF cannot store ``value`` as an attribute exactly, or None if it can."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return ValueError, "contains a NUL character, which netCDF silently drops"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return ValueError, "is not encodable as UTF-8"
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return TypeError, "is a bool, which netCDF cannot store"
+    if isinstance(value, (numbers.Integral, np.integer, float, np.floating)):
+        return None
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf":
+            return TypeError, f"is an array of dtype {value.dtype}, which netCDF cannot store"
+        if value.ndim == 0:
+            return None
+        if value.ndim > 1:
+            return TypeError, f"is a {value.ndim}-dimensional array; netCDF stores only 1D ones"
+        items: Sequence = list(value)
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return TypeError, f"has type {type(value).__name__}, which netCDF cannot store"
+    if len(items) < 2:
+        # netCDF hands back a one-element list as a scalar and cannot hold an empty one.
+        return TypeError, (f"is a sequence of length {len(items)}; netCDF would not give it "
+                           "back as written (store a scalar instead)")
+    if all(isinstance(item, str) for item in items):
+        problems = (_attr_problem(item) for item in items)
+        return next((problem for problem in problems if problem is not None), None)
+    if all(isinstance(item, (numbers.Real, np.integer, np.floating))
+           and not isinstance(item, (bool, np.bool_)) for item in items):
+        return None
+    return TypeError, "is a nested or mixed sequence, which netCDF cannot store"
+
+
+def _check_storable_attrs(ds: xr.Dataset) -> None:
+    owners = [("global attribute", "", ds.attrs)]
+    owners += [("attribute", f" of '{name}'", var.attrs) for name, var in ds.variables.items()]
+    for kind, owner, attrs in owners:
+        for key, value in attrs.items():
+            problem = _attr_problem(value)
+            if problem is not None:
+                error, reason = problem
+                raise error(f"{kind} {key!r}{owner} {reason}: JSON-encode it "
+                            f"(json.dumps) or store it as a string or number")
+
+
+def _chunk_plan(ds: xr.Dataset) -> dict[str, tuple[int, ...]]:
+    """One sample per chunk, full extent along every other dimension."""
+    return {
+        name: tuple(1 if dim == SAMPLE else max(1, size) for dim, size in var.sizes.items())
+        for name, var in ds.data_vars.items()
+    }
+
+
+def _netcdf_encoding(ds: xr.Dataset) -> dict[str, dict]:
+    # _FillValue None: no fill attribute is invented, so ints never decode to masked floats.
+    encoding: dict[str, dict] = {name: {"_FillValue": None} for name in ds.variables}
+    for name, chunks in _chunk_plan(ds).items():
+        if ds[name].dtype.kind in "biuf" and ds[name].ndim > 0:
+            encoding[name].update(NETCDF_COMPRESSION, chunksizes=chunks)
+    return encoding
+
+
+def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
+    ds.to_netcdf(path, mode="w", engine="netcdf4", format="NETCDF4",
+                 encoding=_netcdf_encoding(ds))
+
+
+def _zarr_encoding(ds: xr.Dataset) -> dict[str, dict]:
+    """No fill value (values round-trip exactly), data variables one sample per chunk."""
+    encoding: dict[str, dict] = {name: {"_FillValue": None} for name in ds.variables}
+    for name, chunks in _chunk_plan(ds).items():
+        if ds[name].ndim > 0:
+            encoding[name]["chunks"] = chunks
+    return encoding
+
+
+def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
+    if any(var.chunks is not None for var in ds.variables.values()):
+        # Dask chunks that straddle zarr chunks would make parallel writes unsafe.
+        ds = ds.chunk({dim: 1 if dim == SAMPLE else -1 for dim in ds.dims})
+    ds.to_zarr(path, mode="w-", zarr_format=ZARR_FORMAT, consolidated=True,
+               encoding=_zarr_encoding(ds))
+
+
+def is_ssmpde_output(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is something ssmpde writes: a dataset file or store with the ssmpde
+    attributes, or a run directory (``config.json`` naming a model)."""
+    path = pathlib.Path(os.fspath(path))
+    if path.is_dir():
+        config = path / "config.json"
+        if config.is_file():
+            try:
+                return "model" in json.loads(config.read_text())
+            except (OSError, ValueError):
+                return False
+        if not _is_zarr_store(path):
+            return False
+        if PROGRESS_ATTR in (_root_attributes(path) or {}):
+            return True  # a store that `generate` is still writing
+    try:
+        with _open(path, None) as ds:
+            return "ssmpde_equation" in ds.attrs
+    except (OSError, DatasetFileError, ValueError):
+        return False
+
+
+def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (),
+                 overwrite: bool = False, flag: str = "--out") -> pathlib.Path:
+    """The output policy of every command, checked before any work.
+
+    Refuses a target that is one of the ``inputs``; an existing target unless ``overwrite``;
+    and, even with ``overwrite``, an existing directory that ssmpde did not write (see
+    :func:`is_ssmpde_output`), so a mistyped path never deletes the user's files.
+    """
+    target = pathlib.Path(os.fspath(target)).expanduser()
+    for source in inputs:
+        source = pathlib.Path(os.fspath(source)).expanduser()
+        if target.resolve() == source.resolve() or (
+                target.exists() and source.exists() and os.path.samefile(target, source)):
+            raise ValueError(f"{flag} '{target}' is one of the inputs: choose another path "
+                             "(outputs never replace their inputs)")
+    if target.exists() or target.is_symlink():
+        if not overwrite:
+            raise FileExistsError(f"'{target}' already exists: pass --overwrite "
+                                  "(overwrite=True) to replace it, or choose another path")
+        if target.is_dir() and not target.is_symlink() and not is_ssmpde_output(target):
+            raise ValueError(f"'{target}' is a directory that ssmpde did not write: refusing "
+                             "to replace it; remove it yourself or choose another path")
+    return target
+
+
+def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
+         validate: bool = True) -> pathlib.Path:
+    """Write ``ds`` to netCDF4 or zarr, atomically.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The dataset; its ``encoding`` is ignored (the layout below always applies).
+    path : str or os.PathLike
+        Target; the suffix picks the format: ``.zarr`` for a zarr store (a directory),
+        ``.nc``, ``.nc4`` or ``.netcdf`` for a netCDF4 file.  Its directory must exist.
+    overwrite : bool
+        Replace an existing target.  Without it an existing target is an error.
+    validate : bool
+        Check the schema (:func:`validate`) before writing.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        For an unknown suffix (the message lists the accepted ones).
+    FileNotFoundError
+        If the target's directory does not exist.
+    FileExistsError
+        If the target exists and ``overwrite`` is false.
+    TypeError
+        If an attribute cannot be stored in netCDF (dict, None, bool, nested list, ...); the
+        message names it.  Checked for zarr as well, so every dataset can move between formats.
+    SchemaError
+        If ``validate`` and ``ds`` breaks the schema.
+
+    Notes
+    -----
+    Layout: netCDF4 variables are zlib-compressed (level 4, with shuffle) and chunked one
+    sample per chunk, full extent along other dimensions; zarr (format 2, consolidated
+    metadata) uses the same chunks.  No ``_FillValue`` is added, so values and dtypes
+    (float32, float64, int32, int64) round-trip exactly.
+
+    The data go to a hidden temporary ``.<name>.tmp-<hex>`` beside the target, renamed into
+    place once complete.  On any exception, ``KeyboardInterrupt`` included, the temporary is
+    removed and an existing target is left as it was.
+
+    Examples
+    --------
+    >>> save(ds, "navier_stokes.nc")  # doctest: +SKIP
+    PosixPath('navier_stokes.nc')
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+    target = pathlib.Path(os.fspath(path)).expanduser()
+    fmt = _format_of_suffix(target)
+    parent = target.parent
+    if not parent.exists():
+        raise FileNotFoundError(f"output directory '{parent}' does not exist; create it first "
+                                f"(mkdir -p {parent})")
+    if not parent.is_dir():
+        raise NotADirectoryError(f"cannot write '{target}': '{parent}' is not a directory")
+    if (target.exists() or target.is_symlink()) and not overwrite:
+        raise FileExistsError(f"'{target}' already exists: pass overwrite=True to replace it, "
+                              "or choose another path")
+    if target.is_dir() and not target.is_symlink() and not is_ssmpde_output(target):
+        raise ValueError(f"'{target}' is a directory that ssmpde did not write: refusing to "
+                         "replace it; remove it yourself or choose another path")
+    _check_storable_attrs(ds)
+    if validate:
+        _raise_if_invalid(ds)
+    out = ds.drop_encoding()
+    with atomic_path(target) as tmp:
+        if fmt == "zarr":
+            _write_zarr(out, tmp)
+        else:
+            _write_netcdf(out, tmp)
+    return target
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+def _is_zarr_store(path: pathlib.Path) -> bool:
+    return any((path / marker).is_file() for marker in (".zgroup", ".zmetadata", "zarr.json"))
+
+
+def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.Dataset:
+    """Open without validation; a store still being written only with ``in_progress``."""
+    if not (path.exists() or path.is_symlink()):
+        raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
+                                "(check the path)")
+    if path.is_dir():
+        if not _is_zarr_store(path):
+            raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is a directory "
+                                   "without zarr metadata (.zgroup or zarr.json). Regenerate "
+                                   "it or check the path.")
+        progress = store_progress(path)
+        if progress is not None and not in_progress:
+            raise DatasetFileError(
+                f"'{path}' is a zarr store still being written ({progress.summary()}), not a "
+                "finished dataset: wait for its run to finish, or rerun the same `ssmpde "
+                f"generate` command to resume it (`ssmpde info {path}` shows its state)")
+        # Ask for consolidated metadata only where it is known to exist (format 2) or may exist
+        # (format 3 keeps it inside zarr.json), so xarray does not warn about a fallback.
+        if (path / ".zmetadata").is_file():
+            consolidated: bool | None = True
+        elif (path / "zarr.json").is_file():
+            consolidated = None
+        else:
+            consolidated = False
+        try:
+            return xr.open_dataset(path, engine="zarr", chunks=chunks, consolidated=consolidated,
+                                   **_DECODE_KWARGS)
+        except _READ_ERRORS as exc:
+            raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is incomplete, "
+                                   f"corrupt or not zarr (underlying error: {exc}). Regenerate "
+                                   "it or check the path.") from exc
+    try:
+        return xr.open_dataset(path, engine="netcdf4", chunks=chunks, **_DECODE_KWARGS)
+    except _READ_ERRORS as exc:
+        raise DatasetFileError(f"cannot read '{path}' as a netCDF4 file: it is truncated, "
+                               f"corrupt or not netCDF (underlying error: {exc}). Regenerate "
+                               "it or check the path.") from exc
+
+
+def open_dataset(path: str | os.PathLike, *, validate: bool = True,
+                 chunks: Any = None) -> xr.Dataset:
+    """Open a dataset lazily: values are read from disk only when used.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A directory is read as a zarr store, anything else as netCDF.
+    validate : bool
+        Check the schema and raise :class:`SchemaError` naming what is missing.
+    chunks : optional
+        Passed to :func:`xarray.open_dataset`: None for lazily indexed NumPy-backed
+        variables, ``{}`` for dask arrays with the file's own chunks (one sample each).
+
+    Returns
+    -------
+    xarray.Dataset
+        Keeps the file open; close it with ``ds.close()`` or a ``with`` block.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing exists at ``path``.
+    DatasetFileError
+        If the file or store cannot be read (truncated, corrupt, not netCDF/zarr).
+    SchemaError
+        If ``validate`` and the contents break the schema.
+
+    Notes
+    -----
+    Times are never decoded into dates or durations (``decode_times=False``,
+    ``decode_timedelta=False``), so ``time`` keeps its dtype and its ``units`` attribute.
+    Corruption inside data chunks only shows when the values are read; :func:`load_dataset`
+    reads everything and reports it as :class:`DatasetFileError`.
+    """
+    return _open_dataset(pathlib.Path(os.fspath(path)).expanduser(), validate=validate,
+                         chunks=chunks)
+
+
+def _open_dataset(source: pathlib.Path, *, validate: bool, chunks: Any,
+                  in_progress: bool = False) -> xr.Dataset:
+    ds = _open(source, chunks, in_progress=in_progress)
+    objects = [name for name, var in ds.variables.items() if var.dtype == object]
+    if objects:
+        ds.close()
+        raise DatasetFileError(f"'{source}' holds object-dtype arrays {objects}: ssmpde datasets "
+                               "hold numbers only, and object arrays can run code when read. "
+                               "Regenerate the dataset.")
+    if validate:
+        try:
+            _raise_if_invalid(ds, subject=f"dataset '{source}'")
+        except BaseException:
+            ds.close()
+            raise
+    return ds
+
+
+def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Dataset:
+    """Read a dataset fully into memory and close the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A directory is read as a zarr store, anything else as netCDF.
+    validate : bool
+        Check the schema (before reading the values) and raise :class:`SchemaError`.
+
+    Returns
+    -------
+    xarray.Dataset
+        NumPy-backed; the file is closed, so it may be overwritten or deleted.
+
+    Raises
+    ------
+    FileNotFoundError, DatasetFileError, SchemaError
+        As :func:`open_dataset`; unreadable data chunks also raise :class:`DatasetFileError`.
+    """
+    source = pathlib.Path(os.fspath(path)).expanduser()
+    ds = open_dataset(source, validate=validate)
+    kind = "a zarr store" if source.is_dir() else "a netCDF4 file"
+    try:
+        ds.load()
+    except _READ_ERRORS as exc:
+        raise DatasetFileError(f"cannot read the values in '{source}' as {kind}: it is "
+                               f"truncated or corrupt (underlying error: {exc}). Regenerate it "
+                               "or check the path.") from exc
+    finally:
+        ds.close()
+    return ds
+
+
+# --------------------------------------------------------------------------------------------
+# Converting
+# --------------------------------------------------------------------------------------------
+
+def convert(source: str | os.PathLike, target: str | os.PathLike, *,
+            overwrite: bool = False) -> pathlib.Path:
+    """Copy a dataset between netCDF4 and zarr (either way), value for value.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A netCDF4 file or a finished zarr store (one still being written is refused).
+    target : str or os.PathLike
+        The copy; its suffix picks the format (``.nc``, ``.nc4``, ``.netcdf`` or ``.zarr``).
+    overwrite : bool
+        Replace an existing ``target`` written by ssmpde.
+
+    Returns
+    -------
+    pathlib.Path
+        The target.
+
+    Notes
+    -----
+    Values, dtypes, coordinates and every attribute (``history`` included) are copied
+    unchanged, so a round trip gives the same dataset. The data stream through one sample at
+    a time (dask chunks), so the dataset need not fit in memory. The target is written
+    atomically under its output lock (:func:`output_lock`).
+
+    Examples
+    --------
+    >>> convert("ns.zarr", "ns.nc")  # doctest: +SKIP
+    PosixPath('ns.nc')
+    """
+    source = pathlib.Path(os.fspath(source)).expanduser()
+    target = pathlib.Path(os.fspath(target)).expanduser()
+    _format_of_suffix(target)  # an unknown suffix fails before the source is read
+    with output_lock(target):
+        remove_stale_temporaries(target)
+        check_output(target, inputs=[source], overwrite=overwrite, flag="target")
+        with open_dataset(source, chunks={}) as ds:
+            save(ds, target, overwrite=overwrite, validate=False)
+    return target
