@@ -2,7 +2,7 @@ r"""GeoMaNO, the Geometric Mamba Neural Operator (Han, Zhang, Samaras, Hou, Qin,
 
 Pipeline (Eq. 5): a → geometry-aware encoder (Eq. 6) → depth × pre-norm GeoMamba layers
 (Eq. 8, mixer of Algorithm 1 with the corrected scans of Eq. 9 / Eq. 10) → decoder (Eq. 7) → u.
-The building blocks are in :mod:`ssmpde.surrogates.layers`; equation numbers refer to the paper
+The building blocks are in :mod:`ssmpde.surrogates.s6`; equation numbers refer to the paper
 as summarised in ``shared/specs/surrogates.md``.
 
 Presets follow the paper's best configurations (Table 3, Tables 4–5):
@@ -30,7 +30,7 @@ from torch import nn
 from ssmpde.kernels import BACKENDS
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .layers import (
+from .s6 import (
     CORRECTIONS,
     GeometryDecoder,
     GeometryEncoder,

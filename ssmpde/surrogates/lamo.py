@@ -92,7 +92,7 @@ from ssmpde.kernels.cross_scan import traverse, untraverse
 from ssmpde.kernels.ssd import SSD_BACKENDS, ssd_scan
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .layers import (
+from .s6 import (
     ResidualLayer,
     channels_first,
     channels_last,

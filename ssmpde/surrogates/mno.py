@@ -5,8 +5,8 @@ PDEs", arXiv 2410.02113) take three Transformer neural operators and swap their 
 selective state-space blocks, so that "attention vs Mamba" is compared with everything else
 held fixed. This module builds the three backbones with a ``mixer`` switch:
 
-* ``mixer="mamba"``: :class:`~ssmpde.surrogates.layers.BidirectionalS6` for every
-  self-attention, :class:`~ssmpde.surrogates.layers.CrossS6` for every cross-attention (the
+* ``mixer="mamba"``: :class:`~ssmpde.surrogates.s6.BidirectionalS6` for every
+  self-attention, :class:`~ssmpde.surrogates.s6.CrossS6` for every cross-attention (the
   released MNO blocks);
 * ``mixer="attention"``: the backbone's own attention: Galerkin attention (Cao 2021) in the
   Galerkin Transformer and OFormer, GNOT's normalised linear attention in GNOT;
@@ -67,14 +67,14 @@ Further differences from the released code, this module's choices:
 
 * dropout is left out (the trainer has none to switch off at evaluation);
 * Galerkin attention does not concatenate the coordinates to every head, and its weights
-  keep PyTorch's initialisation (see :class:`~ssmpde.surrogates.layers.GalerkinAttention`);
+  keep PyTorch's initialisation (see :class:`~ssmpde.surrogates.s6.GalerkinAttention`);
   Cao's Darcy model also has a convolutional down/up-scaler, which the MNO runs disable at
   64² (``downscaler_size: null``) and which is not built here;
 * OFormer's attention uses instance normalisation of keys and values and rotary relative
   position embeddings; ``mixer="attention"`` uses the Galerkin attention above (layer
   norms, coordinates in the features) for it too;
 * Cross S6 with a context of another length resamples the context projections (see
-  :class:`~ssmpde.surrogates.layers.CrossS6`); here queries and context are the same grid.
+  :class:`~ssmpde.surrogates.s6.CrossS6`); here queries and context are the same grid.
 
 References
 ----------
@@ -101,7 +101,7 @@ from torch import nn
 from ssmpde.kernels import BACKENDS
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .layers import (
+from .s6 import (
     BidirectionalS6,
     CrossS6,
     GalerkinAttention,

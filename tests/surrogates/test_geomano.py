@@ -15,7 +15,7 @@ from ssmpde.surrogates import (
     model_to_json,
     parameter_count,
 )
-from ssmpde.surrogates.layers import CORRECTIONS, SelectiveScanMixer
+from ssmpde.surrogates.s6 import CORRECTIONS, SelectiveScanMixer
 
 GOLDEN = Path(__file__).parent / "golden" / "geomano_tiny.json"
 
@@ -76,7 +76,7 @@ def test_the_mixer_scans_with_the_kernels_not_its_own_loops(monkeypatch):
     model = tiny(scan="1d", correction="learnable")
     x = torch.randn(1, 1, 9, 9)
     before = model(x)
-    import ssmpde.surrogates.layers as layers
+    import ssmpde.surrogates.s6 as s6
 
     calls = []
 
@@ -84,7 +84,7 @@ def test_the_mixer_scans_with_the_kernels_not_its_own_loops(monkeypatch):
         calls.append(u.shape)
         return torch.zeros_like(u)
 
-    monkeypatch.setattr(layers, "selective_scan", fake_scan)
+    monkeypatch.setattr(s6, "selective_scan", fake_scan)
     after = model(x)
     assert calls and not torch.equal(before, after)
 

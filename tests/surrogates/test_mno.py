@@ -21,7 +21,7 @@ from ssmpde.surrogates import (
     model_to_json,
     parameter_count,
 )
-from ssmpde.surrogates.layers import (
+from ssmpde.surrogates.s6 import (
     BidirectionalS6,
     CrossS6,
     GalerkinAttention,
