@@ -1,8 +1,8 @@
 """Training data from ssmpde datasets: tasks read from variable roles, lazy torch datasets,
 normalisers. (Not to be confused with :mod:`ssmpde.data`, the dataset schema and file IO.)
 
-Two kinds of task (``shared/specs/surrogates.md``, training conventions), both read from the
-roles the solver wrote on each variable (:data:`ssmpde.data.ROLES`), never guessed from dims:
+Two kinds of task (``docs/models/training.md``), both read from the roles the solver wrote
+on each variable (:data:`ssmpde.data.ROLES`), never guessed from dims:
 
 * **rollout** windows for time-dependent data: ``window`` frames of the ``state`` fields in,
   the next ``horizon`` frames out, conditioned on the sample's scalar ``parameter`` variables
@@ -21,7 +21,6 @@ per chunk); the train/test split is by sample index.
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -445,7 +444,3 @@ def fit_normalizers(dataset: TaskDataset, *, increments: bool = False
                                for v in task.inputs]), axis=1).reshape(len(task.inputs), -1)
              for s in dataset.samples), names=task.inputs)
     return result
-
-
-def grid_size(task: Task) -> int:
-    return math.prod(task.grid)

@@ -2,8 +2,9 @@ r"""GeoMaNO, the Geometric Mamba Neural Operator (Han, Zhang, Samaras, Hou, Qin,
 
 Pipeline (Eq. 5): a → geometry-aware encoder (Eq. 6) → depth × pre-norm GeoMamba layers
 (Eq. 8, mixer of Algorithm 1 with the corrected scans of Eq. 9 / Eq. 10) → decoder (Eq. 7) → u.
-The building blocks are in :mod:`ssmpde.surrogates.s6`; equation numbers refer to the paper
-as summarised in ``shared/specs/surrogates.md``.
+The building blocks are in :mod:`ssmpde.surrogates.geometry` (encoder and decoder),
+:mod:`ssmpde.surrogates.s6` (the GeoMamba mixer) and :mod:`ssmpde.surrogates.layers` (the
+residual layer); equation numbers refer to the paper. See ``docs/models/geomano.md``.
 
 Presets follow the paper's best configurations (Table 3, Tables 4–5):
 
@@ -14,13 +15,12 @@ Presets follow the paper's best configurations (Table 3, Tables 4–5):
 
 * ``1d``: 1D scan, learnable correction, positional encoding, width 64, depth 8, 64 tokens.
 
-The latent token grids (17×17, 16×16, 64) and the MLP ratio are not given in the spec; they
-are this package's choices, stated in the config.
+The latent token grids (17×17, 16×16, 64) and the MLP ratio are this package's choices,
+stated in the config.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,15 +30,9 @@ from torch import nn
 from ssmpde.kernels import BACKENDS
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .s6 import (
-    CORRECTIONS,
-    GeometryDecoder,
-    GeometryEncoder,
-    ResidualLayer,
-    SelectiveScanMixer,
-    unit_coordinates,
-    with_coordinates,
-)
+from .geometry import GeometryDecoder, GeometryEncoder
+from .layers import ResidualLayer, unit_coordinates, with_coordinates
+from .s6 import CORRECTIONS, SelectiveScanMixer
 
 __all__ = ["GeoMaNO", "GeoMaNOConfig"]
 
@@ -229,11 +223,6 @@ class GeoMaNO(nn.Module):
         return (f"grid={c.grid}, latent_grid={c.latent_grid}, width={c.width}, "
                 f"depth={c.depth}, scan={c.scan!r}, correction={c.correction!r}, "
                 f"parameters={sum(p.numel() for p in self.parameters()):,}")
-
-
-def latent_tokens(config: GeoMaNOConfig) -> int:
-    """Number of latent tokens the layers scan."""
-    return math.prod(config.latent_grid)
 
 
 def sincos_embedding(width: int, grid: tuple[int, ...]) -> torch.Tensor:

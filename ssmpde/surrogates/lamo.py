@@ -44,7 +44,8 @@ autoregressive rollout over the remaining frames, 10 → 10 on the paper's data)
         --batch-size 2 --lr 5e-4 --weight-decay 0.05 --window 10 --horizon 1 \
         --mode teacher-forcing --schedule onecycle
 
-The spec gives no gradient clipping for Navier–Stokes: the trainer's default (1.0) applies.
+The Navier–Stokes command sets no ``--max-grad-norm``: the trainer's default (1.0) applies.
+See ``docs/models/lamo.md`` and ``docs/models/training.md``.
 
 Notes
 -----
@@ -92,7 +93,7 @@ from ssmpde.kernels.cross_scan import traverse, untraverse
 from ssmpde.kernels.ssd import SSD_BACKENDS, ssd_scan
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .s6 import (
+from .layers import (
     ResidualLayer,
     channels_first,
     channels_last,

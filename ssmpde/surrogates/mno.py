@@ -67,7 +67,7 @@ Further differences from the released code, this module's choices:
 
 * dropout is left out (the trainer has none to switch off at evaluation);
 * Galerkin attention does not concatenate the coordinates to every head, and its weights
-  keep PyTorch's initialisation (see :class:`~ssmpde.surrogates.s6.GalerkinAttention`);
+  keep PyTorch's initialisation (see :class:`~ssmpde.surrogates.attention.GalerkinAttention`);
   Cao's Darcy model also has a convolutional down/up-scaler, which the MNO runs disable at
   64² (``downscaler_size: null``) and which is not built here;
 * OFormer's attention uses instance normalisation of keys and values and rotary relative
@@ -101,14 +101,9 @@ from torch import nn
 from ssmpde.kernels import BACKENDS
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .s6 import (
-    BidirectionalS6,
-    CrossS6,
-    GalerkinAttention,
-    NormalizedLinearAttention,
-    SoftmaxAttention,
-    unit_coordinates,
-)
+from .attention import GalerkinAttention, NormalizedLinearAttention, SoftmaxAttention
+from .layers import unit_coordinates
+from .s6 import BidirectionalS6, CrossS6
 
 __all__ = ["BACKBONES", "MIXERS", "MNO", "MNOConfig", "SpectralRegressor"]
 

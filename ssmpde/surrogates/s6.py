@@ -1,21 +1,21 @@
-r"""Building blocks shared by the SSM surrogates (``shared/specs/surrogates.md``).
+r"""Selective-scan (S6) blocks: GeoMaNO's GeoMamba mixer and the MNO S6 mixers.
 
 * :class:`SelectiveScanMixer`, the selective SSM block (S6) with multi-direction scans, per
   direction Δ/B/C projections, A, D and the geometric correction R: GeoMaNO's GeoMamba
-  kernel (Algorithm 1; Eq. 9 for the 1D scan, Eq. 10 for the 2D scan). It calls
-  :mod:`ssmpde.kernels`, never loops of its own.
-* :class:`ResidualLayer`, the pre-norm residual layer (GeoMaNO Eq. 8):
-  S = Z + Mixer(LN(Z)), Z' = S + MLP(LN(S)).
-* :class:`GeometryEncoder` and :class:`GeometryDecoder` (GeoMaNO Eq. 6 and 7): input-adaptive
-  softmax weights between the P grid points and the L latent tokens, which keep a grid
-  arrangement.
+  kernel (Algorithm 1; Eq. 9 for the 1D scan, Eq. 10 for the 2D scan), on token grids
+  ``[batch, channel, *grid]`` of one or two dimensions. See ``docs/models/geomano.md``.
+* :class:`BidirectionalS6` and :class:`CrossS6`, the token mixers of the Mamba Neural
+  Operator, on token sequences ``[batch, tokens, width]``. See ``docs/models/mno.md``.
 
-Tensors are ``[batch, channel, *grid]`` throughout, with grids of one or two dimensions.
+Both families start Δ the same way, through :func:`init_delta`. They call
+:mod:`ssmpde.kernels`, never loops of their own (``docs/kernels/selective_scan.md``).
 
 References
 ----------
 X. Han, J. Zhang, D. Samaras, F. Hou, H. Qin, "GeoMaNO: Geometric Mamba Neural Operator for
 Partial Differential Equations", 2025.
+C.-W. Cheng, J. Huang, Y. Zhang, G. Yang, C.-B. Schönlieb, A. I. Aviles-Rivero, "Mamba
+neural operator: Who wins? Transformers vs. state-space models for PDEs", arXiv:2410.02113.
 A. Gu and T. Dao, "Mamba: Linear-time sequence modeling with selective state spaces", 2023.
 """
 
@@ -36,37 +36,51 @@ from ssmpde.kernels import (
     selective_scan_2d,
 )
 
-__all__ = ["CORRECTIONS", "GeometryDecoder", "GeometryEncoder", "ResidualLayer",
-           "SelectiveScanMixer", "channels_first", "channels_last", "geometric_prior"]
+from .layers import channels_first, channels_last
+
+__all__ = ["CORRECTIONS", "BidirectionalS6", "CrossS6", "SelectiveScanMixer", "init_delta"]
+
 
 #: Geometric corrections: none, fixed patterns (digit k: R ≡ 0 or 1 for direction k), learnable.
 CORRECTIONS = ("none", "0001", "0011", "0111", "learnable")
 
 
-def channels_last(x: torch.Tensor) -> torch.Tensor:
-    """``[batch, channel, *grid] -> [batch, *grid, channel]`` (a view)."""
-    return x.movedim(1, -1)
-
-
-def channels_first(x: torch.Tensor) -> torch.Tensor:
-    """``[batch, *grid, channel] -> [batch, channel, *grid]`` (a view)."""
-    return x.movedim(-1, 1)
-
-
-def unit_coordinates(grid: tuple[int, ...]) -> torch.Tensor:
-    """``[len(grid), *grid]``: each point's coordinates in [0, 1], endpoints included."""
-    axes = [torch.linspace(0.0, 1.0, n) for n in grid]
-    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=0)
-
-
-def with_coordinates(x: torch.Tensor, coordinates: torch.Tensor) -> torch.Tensor:
-    """``x [batch, channels, *grid]`` with the coordinate channels appended."""
-    coords = coordinates.to(x.dtype).expand(x.shape[0], *coordinates.shape)
-    return torch.cat([x, coords], dim=1)
-
-
 def _inverse_softplus(x: torch.Tensor) -> torch.Tensor:
     return x + torch.log(-torch.expm1(-x))
+
+
+def init_delta(directions: int, inner: int, rank: int) -> tuple[nn.Parameter, nn.Parameter]:
+    r"""Mamba's initialisation of the step Δ for ``directions`` stacked scans.
+
+    Δ is :math:`\mathrm{softplus}(W_\Delta r + b_\Delta)`, with :math:`r` the rank-R
+    projection of the token. :math:`W_\Delta` is drawn uniformly in
+    :math:`[-R^{-1/2}, R^{-1/2}]`; :math:`b_\Delta` is the inverse softplus of a log-uniform
+    draw in [1e-3, 1e-1], so Δ starts there (Gu & Dao 2023).
+
+    Parameters
+    ----------
+    directions : int
+        Scan directions, each with its own Δ parameters.
+    inner : int
+        Channels E_inner of each direction.
+    rank : int
+        R, the rank of the Δ projection.
+
+    Returns
+    -------
+    dt_proj : nn.Parameter
+        :math:`W_\Delta`, ``[directions, inner, rank]``.
+    dt_bias : nn.Parameter
+        :math:`b_\Delta`, ``[directions, inner]``.
+
+    Notes
+    -----
+    The two draws are made in this order from the global generator; the models' golden
+    outputs depend on it.
+    """
+    dt_proj = torch.empty(directions, inner, rank).uniform_(-rank ** -0.5, rank ** -0.5)
+    dt = torch.exp(torch.empty(directions, inner).uniform_(math.log(1e-3), math.log(1e-1)))
+    return nn.Parameter(dt_proj), nn.Parameter(_inverse_softplus(dt))
 
 
 class SelectiveScanMixer(nn.Module):
@@ -77,7 +91,7 @@ class SelectiveScanMixer(nn.Module):
     (four orders or four corners on 2D grids, forward and backward on 1D ones). Per
     direction, Δ (rank ⌈E/16⌉, then up-projected), B and C are linear in x; A = −exp(A_log)
     with A_log = log(1..N) (S4D-real), D = 1, Δ bias the inverse softplus of a log-uniform
-    draw in [1e-3, 1e-1]. The scan (Eq. 9, or Eq. 10 with ``scan="2d"``)
+    draw in [1e-3, 1e-1] (:func:`init_delta`). The scan (Eq. 9, or Eq. 10 with ``scan="2d"``)
 
     .. math:: h_l = \bar A_l h_{l-1} + \bar B_l x_l,\quad
               y_l = C_l h_l - R\,\bar B_l x_l + D x_l
@@ -135,10 +149,7 @@ class SelectiveScanMixer(nn.Module):
         bound = inner ** -0.5
         self.x_proj = nn.Parameter(
             torch.empty(directions, rank + 2 * state_size, inner).uniform_(-bound, bound))
-        self.dt_proj = nn.Parameter(
-            torch.empty(directions, inner, rank).uniform_(-rank ** -0.5, rank ** -0.5))
-        dt = torch.exp(torch.empty(directions, inner).uniform_(math.log(1e-3), math.log(1e-1)))
-        self.dt_bias = nn.Parameter(_inverse_softplus(dt))
+        self.dt_proj, self.dt_bias = init_delta(directions, inner, rank)
         a_log = torch.log(torch.arange(1, state_size + 1, dtype=torch.float32))
         self.A_log = nn.Parameter(a_log.repeat(directions * inner, 1))
         self.D = nn.Parameter(torch.ones(directions * inner))
@@ -190,146 +201,10 @@ class SelectiveScanMixer(nn.Module):
         return channels_first(self.out_proj(y))
 
 
-class ResidualLayer(nn.Module):
-    """Pre-norm residual layer (GeoMaNO Eq. 8): S = Z + Mixer(LN(Z)); Z' = S + MLP(LN(S)).
-
-    The MLP is Linear(E → mlp_ratio · E), GELU, Linear(→ E). ``[batch, width, *grid]`` in
-    and out.
-    """
-
-    def __init__(self, width: int, mixer: nn.Module, *, mlp_ratio: int = 2):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(width)
-        self.mixer = mixer
-        self.norm2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, mlp_ratio * width), nn.GELU(),
-                                 nn.Linear(mlp_ratio * width, width))
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        s = tokens + self.mixer(channels_first(self.norm1(channels_last(tokens))))
-        return s + channels_first(self.mlp(self.norm2(channels_last(s))))
-
-
-def geometric_prior(grid: tuple[int, ...], latent_grid: tuple[int, ...]) -> torch.Tensor:
-    r"""Log-weights ``[P, L]`` that make the encoder start as a soft patch embedding.
-
-    Point p at :math:`x_p \in [0, 1]^d` (the grid's nodes) and token l at the centre
-    :math:`c_l` of its patch (spacing :math:`h` per axis) get
-    :math:`-2 \sum_i ((x_{p,i} - c_{l,i}) / h_i)^2`: a Gaussian of standard deviation h/2
-    around each patch. Added to the input-adaptive logits, it gives the weights a
-    geometric starting point (one-hot patches are its sharp limit), which the learned part
-    then adapts; without it every token starts as the mean of all points.
-    """
-    if len(grid) != len(latent_grid):
-        raise ValueError(f"grid {grid} and latent grid {latent_grid} differ in dimensions")
-    prior = torch.zeros(math.prod(grid), math.prod(latent_grid))
-    points = torch.meshgrid(*[torch.linspace(0.0, 1.0, n) for n in grid], indexing="ij")
-    centres = torch.meshgrid(*[(torch.arange(m) + 0.5) / m for m in latent_grid],
-                             indexing="ij")
-    for x, c, m in zip(points, centres, latent_grid):
-        prior -= 2.0 * ((x.reshape(-1, 1) - c.reshape(1, -1)) * m) ** 2
-    return prior
-
-
-class GeometryEncoder(nn.Module):
-    r"""Geometry-aware encoder (GeoMaNO Eq. 6): grid values to a grid of latent tokens.
-
-    .. math:: Y = \mathrm{GELU}(\mathrm{Linear}(X)),\quad
-              W = \mathrm{Softmax}_L(\mathrm{Linear}(Y)),\quad
-              Z = \mathrm{LayerNorm}(W^\top Y)
-
-    Each of the P grid points spreads its lifted features over the L latent tokens with
-    input-adaptive weights (softmax over tokens, so a one-hot W is patch embedding); the
-    tokens keep the ``latent_grid`` arrangement for the scans. The weights are computed per
-    point, so the encoder works on any number of points.
-
-    Parameters
-    ----------
-    in_channels : int
-        Channels of the input field (positional features included).
-    width : int
-        Token channels E.
-    latent_grid : tuple of int
-        Shape of the latent token grid (1D or 2D).
-    """
-
-    def __init__(self, in_channels: int, width: int, latent_grid: tuple[int, ...],
-                 grid: tuple[int, ...] | None = None):
-        super().__init__()
-        self.latent_grid = tuple(latent_grid)
-        self.lift = nn.Linear(in_channels, width)
-        self.weights = nn.Linear(width, math.prod(self.latent_grid))
-        self.norm = nn.LayerNorm(width)
-        if grid is not None:
-            self.register_buffer("prior", geometric_prior(grid, self.latent_grid),
-                                 persistent=False)
-        else:
-            self.prior = None
-
-    def forward(self, x: torch.Tensor, *, return_points: bool = False):
-        """``[batch, in_channels, *grid] -> [batch, width, *latent_grid]`` (and the lifted
-        point features ``[batch, P, width]`` if ``return_points``)."""
-        y = F.gelu(self.lift(x.flatten(2).transpose(1, 2)))       # [b, P, E]
-        logits = self.weights(y)                                   # [b, P, L]
-        if self.prior is not None:
-            logits = logits + self.prior.to(logits.dtype)
-        w = torch.softmax(logits, dim=-1)
-        z = self.norm(w.transpose(1, 2) @ y)                       # [b, L, E]
-        tokens = z.transpose(1, 2).unflatten(2, self.latent_grid)
-        return (tokens, y) if return_points else tokens
-
-
-class GeometryDecoder(nn.Module):
-    r"""Decoder (GeoMaNO Eq. 7): latent tokens back to the grid.
-
-    .. math:: W = \mathrm{Softmax}_L(\mathrm{Linear}(Z)),\quad Y = W^\top Z,\quad
-              X = \mathrm{LayerNorm}(\mathrm{Linear}(Y))
-
-    ``Linear(Z)`` gives each latent token one logit per grid point (so the decoder is tied to
-    ``grid``); the softmax over tokens makes every point a convex combination of tokens. A
-    final linear head maps X to the output channels.
-    """
-
-    def __init__(self, width: int, out_channels: int, grid: tuple[int, ...],
-                 latent_grid: tuple[int, ...] | None = None):
-        super().__init__()
-        self.grid = tuple(grid)
-        self.weights = nn.Linear(width, math.prod(self.grid))
-        if latent_grid is not None:
-            self.register_buffer("prior", geometric_prior(grid, latent_grid).T.contiguous(),
-                                 persistent=False)
-        else:
-            self.prior = None
-        self.proj = nn.Linear(width, width)
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, out_channels)
-
-    def forward(self, z: torch.Tensor, points: torch.Tensor | None = None) -> torch.Tensor:
-        """``[batch, width, *latent_grid] -> [batch, out_channels, *grid]``.
-
-        ``points`` (``[batch, P, width]``, the encoder's lifted point features), if given,
-        are added to X before the head: a skip connection that carries each point's own
-        values past the latent bottleneck.
-        """
-        tokens = z.flatten(2).transpose(1, 2)                      # [b, L, E]
-        logits = self.weights(tokens)                              # [b, L, P]
-        if self.prior is not None:
-            logits = logits + self.prior.to(logits.dtype)
-        w = torch.softmax(logits, dim=1)
-        y = w.transpose(1, 2) @ tokens                             # [b, P, E]
-        x = self.norm(self.proj(y))
-        if points is not None:
-            x = x + points
-        out = self.head(x)                                         # [b, P, out]
-        return out.transpose(1, 2).unflatten(2, self.grid)
-
-
 # ---------------------------------------------------------------------------------------
 # Token mixers of the MNO comparison (Cheng et al., arXiv 2410.02113): the bidirectional S6
-# and Cross S6 blocks, and the attention layers they replace. Layout ``[batch, tokens, width]``.
+# and Cross S6 blocks. Layout ``[batch, tokens, width]``.
 # ---------------------------------------------------------------------------------------
-__all__ += ["BidirectionalS6", "CrossS6", "GalerkinAttention", "NormalizedLinearAttention",
-            "SoftmaxAttention"]
 
 
 class _BidirectionalS6Core(nn.Module):
@@ -337,7 +212,7 @@ class _BidirectionalS6Core(nn.Module):
 
     Two directions k ∈ {forward, backward}, each with its own x_proj (Δ rank R = ⌈E/16⌉, B: N,
     C: N), dt_proj (R → E_inner) and Δ bias, A = −exp(A_log) with A_log = log(1..N) (S4D-real),
-    D = 1; Δ bias the inverse softplus of a log-uniform draw in [1e-3, 1e-1] (Gu & Dao 2023).
+    D = 1; Δ bias the inverse softplus of a log-uniform draw in [1e-3, 1e-1] (:func:`init_delta`).
     """
 
     directions = 2
@@ -357,10 +232,7 @@ class _BidirectionalS6Core(nn.Module):
         bound = inner ** -0.5
         self.x_proj = nn.Parameter(
             torch.empty(k, rank + 2 * state_size, inner).uniform_(-bound, bound))
-        self.dt_proj = nn.Parameter(
-            torch.empty(k, inner, rank).uniform_(-rank ** -0.5, rank ** -0.5))
-        dt = torch.exp(torch.empty(k, inner).uniform_(math.log(1e-3), math.log(1e-1)))
-        self.dt_bias = nn.Parameter(_inverse_softplus(dt))
+        self.dt_proj, self.dt_bias = init_delta(k, inner, rank)
         a_log = torch.log(torch.arange(1, state_size + 1, dtype=torch.float32))
         self.A_log = nn.Parameter(a_log.repeat(k * inner, 1))
         self.D = nn.Parameter(torch.ones(k * inner))
@@ -525,141 +397,3 @@ class CrossS6(_BidirectionalS6Core):
                                   align_corners=True).unflatten(1, (self.directions, -1))
         projected = self._project(xs, self.x_proj) + self.ratio * shift
         return self._output(self._scan(xs, projected), z)
-
-
-class _HeadNorm(nn.Module):
-    """LayerNorm over each head's channels with per-head scale and shift (the Galerkin
-    Transformer keeps one LayerNorm per head). ``[batch, heads, tokens, head_dim]``."""
-
-    def __init__(self, heads: int, head_dim: int, eps: float = 1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(heads, 1, head_dim))
-        self.bias = nn.Parameter(torch.zeros(heads, 1, head_dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, (x.shape[-1],), eps=self.eps) * self.weight + self.bias
-
-
-class _MultiHeadMixer(nn.Module):
-    """Query/key/value and output maps (``nn.Linear`` with bias, width → width), split into
-    heads; self-attention without ``context``, cross-attention with it."""
-
-    def __init__(self, width: int, heads: int):
-        super().__init__()
-        for name, value in (("width", width), ("heads", heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if width % heads:
-            raise ValueError(f"heads={heads} must divide width={width} (each head takes "
-                             "width / heads channels)")
-        self.heads, self.head_dim = heads, width // heads
-        self.query = nn.Linear(width, width)
-        self.key = nn.Linear(width, width)
-        self.value = nn.Linear(width, width)
-        self.out_proj = nn.Linear(width, width)
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        return x.unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)   # [b, h, n, d]
-
-    def _qkv(self, tokens: torch.Tensor, context: torch.Tensor | None):
-        context = tokens if context is None else context
-        if context.dim() != 3 or context.shape[0] != tokens.shape[0] \
-                or context.shape[2] != tokens.shape[2]:
-            raise ValueError(f"context must be [batch={tokens.shape[0]}, tokens, "
-                             f"width={tokens.shape[2]}], got {list(context.shape)}")
-        return (self._split(self.query(tokens)), self._split(self.key(context)),
-                self._split(self.value(context)))
-
-    def _merge(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out_proj(x.transpose(1, 2).flatten(2))
-
-
-class GalerkinAttention(_MultiHeadMixer):
-    r"""Galerkin-type (softmax-free, linear) attention of Cao (2021), multi-head.
-
-    .. math:: \mathrm{Attn}(x, x') = \mathrm{out\_proj}\Big(\big\Vert_h\,
-              Q_h\,\big(\tilde K_h^\top \tilde V_h\big) / n\Big),\qquad
-              \tilde K_h = \mathrm{LN}_h(K_h),\ \tilde V_h = \mathrm{LN}_h(V_h)
-
-    with :math:`Q = xW_Q + b_Q`, :math:`K = x'W_K + b_K`, :math:`V = x'W_V + b_V`, n the number
-    of context tokens (x′ = x for self-attention) and one LayerNorm per head on the keys and
-    values (the Galerkin Transformer's ``attn_norm``), so the cost is linear in n: a
-    Petrov–Galerkin projection onto the span of the values.
-
-    Differences from Cao's code, stated so the reader need not guess: the coordinates are
-    not concatenated to every head's q, k, v (the MNO models feed them to the lift instead),
-    and the weights keep PyTorch's initialisation (Cao: Xavier with gain 0.01 plus 0.01 · I).
-
-    Parameters
-    ----------
-    width : int
-    heads : int
-        Must divide ``width``.
-
-    Shapes
-    ------
-    ``[batch, n_q, width]`` (and context ``[batch, n, width]``) -> ``[batch, n_q, width]``.
-
-    References
-    ----------
-    S. Cao, "Choose a Transformer: Fourier or Galerkin", NeurIPS 2021.
-    """
-
-    def __init__(self, width: int, heads: int):
-        super().__init__(width, heads)
-        self.norm_key = _HeadNorm(heads, self.head_dim)
-        self.norm_value = _HeadNorm(heads, self.head_dim)
-
-    def forward(self, tokens: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
-        q, k, v = self._qkv(tokens, context)
-        k, v = self.norm_key(k), self.norm_value(v)
-        # Kᵀ V first: [d, d] per head, linear in the number of tokens.
-        return self._merge(q @ (k.transpose(-2, -1) @ v) / k.shape[-2])
-
-
-class NormalizedLinearAttention(_MultiHeadMixer):
-    r"""GNOT's normalised linear attention (Hao et al., 2023), multi-head, self or cross.
-
-    .. math:: \mathrm{Attn}(x, x')_h = \frac{\tilde Q_h (\tilde K_h^\top V_h)}
-              {\tilde Q_h \sum_j \tilde K_{h,j}^\top} + \tilde Q_h,\qquad
-              \tilde Q = \mathrm{softmax}_d(Q),\ \tilde K = \mathrm{softmax}_d(K)
-
-    (softmax over each head's channels, so every row of :math:`\tilde Q \tilde K^\top` is a
-    probability distribution over the context tokens: a linear-cost stand-in for softmax
-    attention), then the heads are concatenated and mapped by out_proj. The ``+ Q̃`` term is
-    in GNOT's code.
-
-    Parameters
-    ----------
-    width, heads : int
-
-    References
-    ----------
-    Z. Hao et al., "GNOT: A general neural operator transformer for operator learning",
-    ICML 2023.
-    """
-
-    def forward(self, tokens: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
-        q, k, v = self._qkv(tokens, context)
-        q, k = q.softmax(dim=-1), k.softmax(dim=-1)
-        normaliser = (q * k.sum(dim=-2, keepdim=True)).sum(dim=-1, keepdim=True)
-        return self._merge(q @ (k.transpose(-2, -1) @ v) / normaliser + q)
-
-
-class SoftmaxAttention(_MultiHeadMixer):
-    r"""Plain multi-head softmax attention (Vaswani et al., 2017), self or cross.
-
-    .. math:: \mathrm{Attn}(x, x')_h = \mathrm{softmax}\big(Q_h K_h^\top / \sqrt{d}\big) V_h
-
-    through :func:`torch.nn.functional.scaled_dot_product_attention` (memory-efficient kernels
-    where PyTorch has them); quadratic in the number of tokens.
-
-    Parameters
-    ----------
-    width, heads : int
-    """
-
-    def forward(self, tokens: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
-        q, k, v = self._qkv(tokens, context)
-        return self._merge(F.scaled_dot_product_attention(q, k, v))

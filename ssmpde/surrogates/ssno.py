@@ -39,7 +39,7 @@ from torch import nn
 from ssmpde.kernels.s4d import s4d
 
 from . import ModelConfig, check_positive_ints, check_sizes, register_model
-from .s6 import unit_coordinates, with_coordinates
+from .layers import unit_coordinates, with_coordinates
 
 __all__ = ["S4DLayer", "SSNO", "SSNOConfig"]
 

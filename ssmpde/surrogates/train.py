@@ -1,6 +1,6 @@
 """Training and evaluation: from an ssmpde dataset to a self-contained checkpoint.
 
-The recipe of the SSM operator papers (``shared/specs/surrogates.md``): AdamW with OneCycleLR,
+The recipe of the SSM operator papers (``docs/models/training.md``): AdamW with OneCycleLR,
 relative L2 loss on un-normalised fields (plus, for Darcy, 0.1 × the relative L2 of the
 central-difference gradients), gradient clipping; unit Gaussian normalisers fitted on the
 training split. Time-dependent data train with teacher forcing, or autoregressive unrolling

@@ -71,7 +71,8 @@ def test_forward_backward_shapes_and_gradients(overrides, input_shape):
 
 
 def test_paper_padding_and_token_grids():
-    # 85 → 88 → 44² = 1936 tokens for Darcy, 64² → 32² = 1024 for Navier–Stokes (the spec).
+    # The LaMO paper's grids: 85 → 88 → 44² = 1936 tokens for Darcy, 64² → 32² = 1024 for
+    # Navier–Stokes.
     darcy = config_from_dict("lamo", preset="darcy")
     ns = config_from_dict("lamo", preset="navier-stokes")
     assert darcy.padded_grid == (88, 88) and darcy.token_grid == (44, 44)

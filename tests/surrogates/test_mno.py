@@ -21,14 +21,13 @@ from ssmpde.surrogates import (
     model_to_json,
     parameter_count,
 )
-from ssmpde.surrogates.s6 import (
-    BidirectionalS6,
-    CrossS6,
+from ssmpde.surrogates.attention import (
     GalerkinAttention,
     NormalizedLinearAttention,
     SoftmaxAttention,
 )
 from ssmpde.surrogates.mno import BACKBONES, MIXERS, _SpectralConv
+from ssmpde.surrogates.s6 import BidirectionalS6, CrossS6
 
 GOLDEN = Path(__file__).parent / "golden" / "mno_tiny.json"
 COMBINATIONS = list(itertools.product(BACKBONES, MIXERS))
