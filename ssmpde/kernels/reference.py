@@ -1,9 +1,10 @@
 """Slow, obviously-correct selective scans: the oracle every fast backend is tested against.
 
 Plain loops over the sequence (or grid), written from the equations of
-``shared/specs/kernels.md`` with no algebraic shortcuts. Computed in float64 whatever the
-input dtype (results are cast back), and differentiable through ordinary torch autograd, so
-``torch.autograd.gradcheck`` applies directly.
+``docs/kernels/selective_scan.md``, ``docs/kernels/ssd.md`` and ``docs/kernels/s4d.md`` with
+no algebraic shortcuts. Computed in float64 whatever the input dtype (results are cast back),
+and differentiable through ordinary torch autograd, so ``torch.autograd.gradcheck`` applies
+directly.
 
 Shapes (fixed once; no layout flags):
 

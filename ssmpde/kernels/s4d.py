@@ -13,7 +13,7 @@ recurrence ``h_l = e^{ΔA} h_{l-1} + \\bar B u_l``, ``y_l = 2 Re(C h_l)`` with
     K[l] = 2\\,\\mathrm{Re} \\sum_n C_n \\frac{e^{Δ A_n} - 1}{A_n} e^{Δ A_n l},
     \\qquad l = 0, \\dots, L-1
 
-(``shared/specs/kernels.md``; Gu et al., "On the Parameterization and Initialization of
+(``docs/kernels/s4d.md``; Gu et al., "On the Parameterization and Initialization of
 Diagonal State Space Models", 2022). A causal layer is ``y = K * u + D u``. The bidirectional
 layer of SS-NO adds a second kernel ``K_b`` (its own ``C``, the same ``A`` and ``Δ``) over the
 positions strictly after ``l``: ``y_l += Σ_{j > l} K_b[j - l - 1] u_j``, the same split as

@@ -1,7 +1,7 @@
 r"""Fast CPU selective scans: numba kernels behind ``torch.autograd.Function``\ s.
 
 The same two scans as :mod:`ssmpde.kernels.reference` (the oracle; semantics in
-``shared/specs/kernels.md``), computed by fused numba loops:
+``docs/kernels/selective_scan.md``), computed by fused numba loops:
 
 * :func:`selective_scan_cpu`, the 1D scan of Mamba's S6 with GeoMaNO's geometric correction,
 * :func:`selective_scan_2d_cpu`, the 2D scan of 2DMamba / 2DGeoMamba (row pass, then column

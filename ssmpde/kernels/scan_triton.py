@@ -1,7 +1,7 @@
 """Triton selective scans (1D and 2D), forward and backward, behind ``torch.autograd.Function``.
 
 The semantics are those of :mod:`ssmpde.kernels.reference` (the oracle) and of
-``shared/specs/kernels.md``; every kernel here is tested against it, values and gradients.
+``docs/kernels/selective_scan.md``; every kernel here is tested against it, values and gradients.
 
 Design, shared by both scans:
 

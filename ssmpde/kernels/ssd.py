@@ -6,7 +6,7 @@ Each head ``h`` has a scalar decay ``A_h < 0`` and a ``head_dim × d_state`` sta
     H_t = e^{Δ_t A_h} H_{t-1} + Δ_t\, x_t B_t^{\mathsf T},\qquad
     y_t = H_t C_t + D x_t,\qquad \text{out}_t = y_t \cdot \mathrm{silu}(z_t),
 
-``Δ = softplus(dt + dt_bias)`` (``shared/specs/kernels.md``, "SSD"). Because the decay is one
+``Δ = softplus(dt + dt_bias)`` (``docs/kernels/ssd.md``). Because the decay is one
 number per head and position, the map from the inputs of a chunk of ``Q`` positions to its
 outputs is a masked matrix (the "state space duality" of Dao & Gu, 2024):
 
