@@ -443,7 +443,7 @@ def test_a_region_that_does_not_fit_the_layout_is_not_written(tmp_path):
 
 @given(num_samples=st.integers(1, 60), batch_size=st.integers(1, 9), data_=st.data())
 def test_progress_ranges_merge_in_any_completion_order(num_samples, batch_size, data_):
-    from ssmpde.solvers.generate import _missing
+    from ssmpde.solvers._batches import _missing
 
     record = data.StoreProgress(config={}, history="", run_id="r", num_samples=num_samples,
                                 batch_size=batch_size)

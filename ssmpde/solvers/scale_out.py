@@ -1,0 +1,367 @@
+"""Dataset generation on a dask.distributed cluster: tasks writing regions of one zarr store.
+
+:func:`ssmpde.solvers.generate.generate` comes here with ``scheduler=`` or ``workers=``: each
+batch is one dask.distributed task. The driver lays out the whole zarr store first
+(:func:`ssmpde.data.create_store`, one sample per chunk), every task computes its batch and
+writes its own region of the store (:func:`ssmpde.data.write_store_region`, so writes never
+overlap), and the driver, the only writer of the bookkeeping, adds each finished batch to the
+store's progress record (:class:`ssmpde.data.StoreProgress`) once its task has returned. A
+rerun of the same call computes only the batches missing from that record; the last batch
+marks the store complete (:func:`ssmpde.data.finish_store`). :func:`dask_cluster` gives a
+client of a local cluster or of a running scheduler, with the threads one task may use
+(``ssmpde rollout --workers`` runs the fine slices of parareal on it too). See
+``docs/scale-out.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import pickle
+import re
+import sys
+import traceback
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+from .. import __version__, data
+from ._batches import _batch_dataset, _can_resume, _check_int, _history, _interrupted, _missing
+from .base import Solver, SolverDivergedError
+from .spectral import default_threads
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["dask_cluster"]
+
+# A dask scheduler address: protocol://anything (tcp, tls, ucx, inproc) or host:port.
+_ADDRESS = re.compile(r"^([a-z][a-z0-9+.-]*://\S+|[\w.-]+:\d+)$")
+# How TimeDependentSolver.simulate names the diverged rows of a batch.
+_DIVERGED_ROWS = re.compile(r"batch rows \[([\d, ]*)\]")
+# The thread pools a worker's environment sizes (numba's own, OpenMP, BLAS).
+_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                     "OPENBLAS_NUM_THREADS")
+
+
+def _check_cluster(scheduler: Any, workers: Any,
+                   out: Path | None) -> tuple[str | Client | None, int | None]:
+    """``(scheduler, workers)`` normalised: ``(None, None)`` in process, ``("local", n)``,
+    ``(address, None)`` or ``(client, None)``; clear errors for anything else."""
+    if scheduler is None and workers is None:
+        return None, None
+    if workers is not None:
+        workers = _check_int("workers", workers, 1)
+    if scheduler is None:
+        scheduler = "local"
+    if isinstance(scheduler, str):
+        if scheduler != "local" and not _ADDRESS.match(scheduler):
+            raise ValueError(f"scheduler must be 'local', the address of a running dask "
+                             f"scheduler such as 'tcp://10.0.0.5:8786', or a "
+                             f"distributed.Client; got {scheduler!r}")
+    elif not _is_client(scheduler):
+        raise TypeError(f"scheduler must be None, 'local', an address or a distributed.Client, "
+                        f"got {type(scheduler).__name__}")
+    if scheduler != "local" and workers is not None:
+        raise ValueError("workers sizes the local cluster only (scheduler='local'); an "
+                         "existing scheduler has the workers it has: start more with `dask "
+                         "worker` or dask-jobqueue (see docs/scale-out.md)")
+    if scheduler == "local" and workers is None:
+        workers = default_threads()
+    if out is None or out.suffix not in data.ZARR_SUFFIXES:
+        where = "no out" if out is None else f"out={str(out)!r}"
+        raise ValueError(f"a run on a dask cluster writes a zarr store, got {where}: pass "
+                         "out='NAME.zarr' (--out NAME.zarr), then `ssmpde convert NAME.zarr "
+                         "NAME.nc` if you want one netCDF file")
+    return scheduler, workers
+
+
+def _is_client(value: Any) -> bool:
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return False
+    return isinstance(value, Client)
+
+
+def _refuse_store_in_progress(out: Path, overwrite: bool) -> None:
+    """The in-process path does not continue a store that a cluster run left unfinished."""
+    try:
+        progress = data.store_progress(out)
+    except data.DatasetFileError:
+        progress = None  # an unreadable record: check_output decides like for any store
+    if progress is not None and not overwrite:
+        raise FileExistsError(
+            f"'{out}' is a zarr store being written by a run on a dask cluster "
+            f"({progress.summary()}): rerun that command (with --workers or --scheduler) to "
+            "resume it, or pass --overwrite (overwrite=True) to discard it")
+
+
+def _layout(solver: Solver, num_samples: int, run_config: dict[str, Any],
+            history: str) -> xr.Dataset:
+    """The dataset :func:`generate` will have written, with placeholders for the values.
+
+    Built by the solver's own :meth:`Solver.to_dataset` from zero samples (so names,
+    dimensions, attributes and coordinates are exactly those of every batch), then widened to
+    ``num_samples``: data variables become never-computed ``dask.array.empty`` of one chunk,
+    and ``sample`` a lazy ``arange`` without an index (no sample list held in memory). Values
+    are float64, as every solver output is; a batch of another dtype is refused when written
+    (:func:`ssmpde.data.write_store_region`), never cast.
+    """
+    import dask.array
+
+    coords = solver.coordinates()
+    sizes = {dim: size for coord in coords.values() for dim, size in coord.sizes.items()}
+    empty = {}
+    for name, spec in solver.variables().items():
+        missing = [dim for dim in spec.dims if dim not in sizes]
+        if missing:
+            raise RuntimeError(f"{solver.name}: variable {name!r} has dimensions {missing} "
+                               "without a coordinate, so its store cannot be laid out")
+        empty[name] = np.empty((0, *(sizes[dim] for dim in spec.dims)))
+    zero = solver.to_dataset(empty, [], config=run_config, history=history)
+    data_vars = {
+        name: xr.DataArray(dask.array.empty((num_samples, *var.shape[1:]), dtype=var.dtype,
+                                            chunks=-1), dims=var.dims, attrs=var.attrs)
+        for name, var in zero.data_vars.items()}
+    sample = xr.Variable((data.SAMPLE,), dask.array.arange(num_samples, dtype=np.int64,
+                                                           chunks=2 ** 20),
+                         attrs=zero[data.SAMPLE].attrs)
+    coordinates = {name: coord.variable for name, coord in zero.coords.items()
+                   if name != data.SAMPLE}
+    indexed = xr.Coordinates(coordinates)
+    everything = xr.Coordinates({**indexed.variables, data.SAMPLE: sample},
+                                indexes=dict(indexed.xindexes))
+    return xr.Dataset(data_vars, coords=everything, attrs=zero.attrs)
+
+
+@contextlib.contextmanager
+def dask_cluster(scheduler: str | Client, workers: int | None) -> Iterator[tuple[Client, int]]:
+    """A client of ``scheduler`` and the numba/FFTW threads one task may use.
+
+    A local cluster runs ``workers`` processes of one dask thread each (one batch at a time,
+    no GIL contention), each batch allowed ``cores // workers`` threads for numba, FFTW and
+    BLAS. On an existing scheduler a batch uses one thread: start one worker process of one
+    dask thread per core there (``dask worker --nworkers N --nthreads 1``).
+    """
+    from distributed import Client, LocalCluster
+
+    if not isinstance(scheduler, str):
+        yield scheduler, 1
+        return
+    if scheduler == "local":
+        threads = max(1, default_threads() // workers)
+        environment = {name: str(threads) for name in _THREAD_VARIABLES}
+        # dashboard_address=":0": any free port, so two runs (or another dask user) never clash.
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=":0", env=environment) as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            yield client, threads
+        return
+    try:
+        client = Client(scheduler, set_as_default=False)
+    except OSError as error:  # TimeoutError included
+        raise OSError(f"cannot reach the dask scheduler at {scheduler!r} ({error}): check the "
+                      "address, that `dask scheduler` runs there and that this machine reaches "
+                      "its port; or run a local cluster with --workers N") from None
+    with client:
+        yield client, 1
+
+
+def _announce(client: Client, show: bool) -> None:
+    if not show:
+        return
+    address = client.scheduler.address
+    if importlib.util.find_spec("bokeh") is not None:
+        dashboard = f"dashboard {client.dashboard_link}"
+    else:
+        dashboard = "no dashboard (pip install bokeh to get one)"
+    tqdm.write(f"dask: scheduler {address}, {len(client.nthreads())} workers, {dashboard}",
+               file=sys.stderr)
+
+
+def _limit_threads(solver: Solver, threads: int) -> None:
+    """Size numba's and the solver's thread pools for this task (the results do not depend
+    on it: FFTW_ESTIMATE plans and per-sample kernels give the same bits)."""
+    import numba
+
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    if hasattr(solver, "threads"):  # the solvers with their own FFTW or thread pools
+        solver.threads = threads
+
+
+def _error_kind(error: BaseException) -> type[Exception]:
+    """The class a failure is raised as in the driver: the nearest one the command line
+    reports as a user error, else RuntimeError."""
+    for kind in (SolverDivergedError, MemoryError, OSError, ImportError, TypeError,
+                 ValueError):
+        if isinstance(error, kind):
+            return kind
+    return RuntimeError
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failed:
+    """A batch whose solver raised: reported as a value, so dask does not retry what would
+    fail the same way (same seed, same numbers)."""
+
+    kind: type[Exception]
+    message: str
+    traceback: str
+
+
+def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: dict[str, Any],
+                history: str, store: str, run_id: str, threads: int,
+                version: str) -> int | _Failed:
+    """One task on a worker: compute samples ``start .. stop - 1``, write them into ``store``.
+
+    ``payload`` is the pickled solver: every task unpickles its own, so tasks sharing a
+    process (threads, an in-process cluster) never share a solver's buffers, and the
+    driver's solver is never modified. Errors of the solver and of the store's checks come
+    back as :class:`_Failed`; an error writing the values is raised, so dask retries it.
+    """
+    try:
+        if version != __version__:
+            raise RuntimeError(f"this worker runs ssmpde {__version__}, the driver {version}: "
+                               "install the same version everywhere (numbers could differ)")
+        solver = pickle.loads(payload)
+        _limit_threads(solver, threads)
+        ds = _batch_dataset(solver, seed, start, stop, run_config, history)
+    except Exception as error:  # noqa: BLE001 - every solver error fails the run, unretried
+        return _Failed(_error_kind(error), f"{type(error).__name__}: {error}",
+                       traceback.format_exc())
+    try:
+        data.write_store_region(ds, store, run_id=run_id)
+    except data.DatasetFileError as error:
+        return _Failed(ValueError, str(error), traceback.format_exc())
+    return stop - start
+
+
+def _failure(error: BaseException | _Failed, start: int, stop: int, out: Path,
+             progress: data.StoreProgress) -> Exception:
+    """The driver's error for a failed batch: the failing samples named, and how to resume."""
+    if isinstance(error, _Failed):
+        kind, text, worker_traceback = error.kind, error.message, error.traceback
+    else:
+        name = type(error).__name__
+        kind, text, worker_traceback = _error_kind(error), f"{name}: {error}", ""
+        if name == "KilledWorker":  # the scheduler gave up after allowed-failures deaths
+            kind, text = RuntimeError, (f"every worker process that ran them died ({error}): "
+                                        "out of memory, or a crash in compiled code?")
+    rows = _DIVERGED_ROWS.search(text)
+    if rows and rows[1].strip():
+        samples = [start + int(row) for row in rows[1].split(",")]
+        named = f"sample{'s' if len(samples) > 1 else ''} {', '.join(map(str, samples))}"
+        text = _DIVERGED_ROWS.sub(named, text)
+        head = f"{named} (batch {start}..{stop - 1}) failed"
+    else:
+        head = (f"sample {start}" if stop - start == 1 else f"samples {start}..{stop - 1}") + \
+            " failed"
+    failure = kind(f"{head}: {text}. The {progress.samples_complete} samples already complete "
+                   f"in '{out}' stay valid: rerun the same command to resume, or change the "
+                   "settings and pass --overwrite to start afresh")
+    if worker_traceback:
+        failure.add_note(f"on the worker:\n{worker_traceback}")
+    return failure
+
+
+def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size: int,
+                         run_config: dict[str, Any], out: Path, *, overwrite: bool,
+                         progress: bool, scheduler: str | Client, workers: int | None,
+                         retries: int) -> xr.Dataset:
+    """:func:`generate` on a dask cluster (see its Notes)."""
+    with data.output_lock(out):
+        data.remove_stale_temporaries(out)
+        try:
+            record = data.store_progress(out)
+        except data.DatasetFileError:
+            if not overwrite:
+                raise
+            record = None  # an unreadable record: overwrite starts afresh
+        if record is not None and not _can_resume(record.config, run_config, out, "store",
+                                                  overwrite=overwrite):
+            record = None  # another config, discarded by overwrite
+        if record is None:
+            data.check_output(out, overwrite=overwrite)
+        with dask_cluster(scheduler, workers) as (client, threads):
+            _announce(client, progress)
+            if record is None:
+                record = data.StoreProgress(
+                    config=run_config, history=_history(solver.name), run_id=uuid.uuid4().hex,
+                    num_samples=num_samples, batch_size=batch_size)
+                data.create_store(_layout(solver, num_samples, run_config, record.history),
+                                  out, record)
+            elif record.batch_size != batch_size:
+                record = dataclasses.replace(record, batch_size=batch_size)
+                data.update_store_progress(out, record)
+            _run_on_cluster(client, solver, seed, run_config, out, record, threads=threads,
+                            retries=retries, progress=progress)
+        data.finish_store(out)
+    return data.open_dataset(out)
+
+
+def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[str, Any],
+                    out: Path, record: data.StoreProgress, *, threads: int, retries: int,
+                    progress: bool) -> data.StoreProgress:
+    """Submit the batches missing from ``record`` and record each one as it completes.
+
+    A window of batches (twice the cluster's threads, at least 4) is in flight at a time, so
+    a run of 10**9 samples never holds more than that many futures; the window follows the
+    cluster as workers join or leave.
+    """
+    import cloudpickle
+    from distributed import as_completed
+
+    num_samples = record.num_samples
+    todo = _missing(list(record.complete), num_samples, record.batch_size)
+    done, total = record.batch_counts()
+    bar = tqdm(total=total, initial=done, unit="batch", desc=solver.name,
+               disable=not progress, dynamic_ncols=True)
+    session = uuid.uuid4().hex[:8]  # task keys of this driver only: never a stale result
+    # cloudpickle: a solver class defined in a script or a test travels by value.
+    payload = cloudpickle.dumps(solver)
+    running: dict[str, tuple[Any, int, int]] = {}
+    queue = as_completed(loop=client.loop)
+
+    def submit() -> None:
+        window = max(4, 2 * sum(client.nthreads().values()))
+        while len(running) < window:
+            batch = next(todo, None)
+            if batch is None:
+                return
+            start, stop = batch
+            future = client.submit(
+                _batch_task, payload, seed, start, stop, run_config, record.history, str(out),
+                record.run_id, threads, __version__, key=f"ssmpde-{solver.name}-{start}-{stop}"
+                f"-{session}", pure=False, retries=retries)
+            running[future.key] = (future, start, stop)
+            queue.add(future)
+
+    try:
+        submit()
+        for future in queue:
+            _, start, stop = running.pop(future.key)
+            try:
+                result = future.result()
+            except Exception as error:  # retries used up, or the workers kept dying
+                raise _failure(error, start, stop, out, record) from error
+            if isinstance(result, _Failed):
+                raise _failure(result, start, stop, out, record)
+            # Recorded only now that the task has returned: its region is fully written.
+            record = record.with_complete(start, stop)
+            data.update_store_progress(out, record)
+            bar.update(1)
+            submit()
+    except KeyboardInterrupt:
+        raise _interrupted(record.samples_complete, num_samples, out) from None
+    finally:
+        bar.close()
+        if running:  # a failure or an interrupt: nothing more for this run
+            client.cancel([future for future, _, _ in running.values()])
+    return record
