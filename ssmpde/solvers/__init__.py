@@ -6,10 +6,13 @@ True
 """
 
 from .base import Solver, Stepper, get_solver, get_solver_class, list_solvers, register_solver
+from .burgers import Burgers1D
 from .darcy import Darcy
 from .euler import Euler2D
 from .generate import generate
+from .kuramoto_sivashinsky import KuramotoSivashinsky
 from .navier_stokes import NavierStokes2D
 
-__all__ = ["Darcy", "Euler2D", "NavierStokes2D", "Solver", "Stepper", "generate", "get_solver",
-           "get_solver_class", "list_solvers", "register_solver"]
+__all__ = ["Burgers1D", "Darcy", "Euler2D", "KuramotoSivashinsky", "NavierStokes2D", "Solver",
+           "Stepper", "generate", "get_solver", "get_solver_class", "list_solvers",
+           "register_solver"]

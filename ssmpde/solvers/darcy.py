@@ -1,9 +1,10 @@
 """Steady Darcy flow −∇·(a∇u) = f on the unit square, u = 0 on the boundary (finite differences).
 
-See ``shared/specs/solvers.md``, section "Darcy flow": FNO's ``solve_gwf`` discretisation, the
-thresholded Neumann-GRF coefficient, and the strided benchmark resolutions; and its "PDEBench
-variant" (the ``pdebench-like`` preset: Gaussian-bump coefficient, forcing β, 128² cell
-centres).
+FNO's ``solve_gwf`` discretisation, the thresholded Neumann-GRF coefficient and the strided
+benchmark resolutions (Li et al., Fourier Neural Operator for Parametric Partial Differential
+Equations, ICLR 2021); and the PDEBench variant (the ``pdebench-like`` preset: Gaussian-bump
+coefficient, forcing β, 128² cell centres; Takamoto et al., PDEBench: An Extensive Benchmark
+for Scientific Machine Learning, NeurIPS 2022). See ``docs/numerics/darcy.md``.
 """
 
 from __future__ import annotations

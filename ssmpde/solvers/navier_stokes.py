@@ -1,8 +1,9 @@
 """2D incompressible Navier–Stokes in vorticity form on the unit torus (pseudospectral).
 
-See ``shared/specs/solvers.md``, section "2D Navier–Stokes": the faithful FNO scheme, its
-benchmark settings (FNO's ν = 1e-3, 1e-4, 1e-5 sets) and the F-FNO TorusVis/TorusVisForce
-variants.
+The FNO scheme, faithfully, with its benchmark settings (FNO's ν = 1e-3, 1e-4, 1e-5 sets;
+Li et al., Fourier Neural Operator for Parametric Partial Differential Equations, ICLR 2021),
+and the TorusVis/TorusVisForce variants (Tran et al., Factorized Fourier Neural Operators,
+ICLR 2023). See ``docs/numerics/navier_stokes.md``.
 """
 
 from __future__ import annotations
