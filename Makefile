@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# The documentation site (docs/, mkdocs.yml) into site/; any warning fails the build.
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) demo_output .pytest_cache .hypothesis

@@ -49,7 +49,8 @@ def _wavenumbers_squared(s, ndim):
 
 
 def _periodic_amplitudes(s, ndim, alpha, tau, sigma):
-    """Independent construction of a_k from the spec formula (not from the module)."""
+    """Independent construction of a_k from the FNO data generator's formula (Li et al. 2021;
+    ``docs/numerics/navier_stokes.md``), not from the module."""
     a = s**ndim * math.sqrt(2.0) * sigma * (4 * math.pi**2 * _wavenumbers_squared(s, ndim) + tau**2) ** (-alpha / 2)
     a[(0,) * ndim] = 0.0
     return a
@@ -78,8 +79,9 @@ def test_sample_rng_is_a_pure_function_of_seed_index_stream(seed, index, stream)
 
 @given(seed=seeds, index=st.integers(0, 50), stream=st.integers(0, 5))
 def test_sample_rng_equals_nested_seedsequence_spawn(seed, index, stream):
-    # The spec suggests SeedSequence(seed).spawn: the generator of (index, stream) is the stream-th
-    # child of the index-th child, however many siblings were spawned.
+    # Per-sample seeding as SeedSequence(seed).spawn (docs/design_decisions.md,
+    # "Reproducibility"): the generator of (index, stream) is the stream-th child of the
+    # index-th child, however many siblings were spawned.
     child = np.random.SeedSequence(seed).spawn(index + 3)[index].spawn(stream + 2)[stream]
     expected = np.random.default_rng(child).integers(0, 2**63, size=8)
     np.testing.assert_array_equal(sample_rng(seed, index, stream=stream).integers(0, 2**63, size=8), expected)

@@ -1,0 +1,66 @@
+"""mkdocs hook: page content generated from the repository at build time.
+
+Two markers, each alone on its line:
+
+* ``<!-- api-modules: PACKAGE -->`` becomes the package's own docstring followed by one
+  mkdocstrings block per public module and subpackage found on disk, in alphabetical order. The
+  API pages list no module by hand: a module that is added, split or moved appears in the
+  reference at the next build, and one that vanishes cannot leave a dangling ``:::`` behind.
+* ``<!-- examples -->`` becomes one section per script in ``examples/``: its docstring's first
+  line as the heading and the whole script as a code block (included by pymdownx.snippets, so
+  the page always shows the code the test suite runs).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+API_MARKER = re.compile(r"^<!-- api-modules: ([A-Za-z_][\w.]*) -->$", re.MULTILINE)
+EXAMPLES_MARKER = re.compile(r"^<!-- examples -->$", re.MULTILINE)
+
+
+def _public_children(package: str) -> list[tuple[str, bool]]:
+    """``(dotted name, is_package)`` of the public modules directly inside ``package``."""
+    children = []
+    for path in sorted(ROOT.joinpath(*package.split(".")).iterdir()):
+        if path.name.startswith("_"):
+            continue
+        if path.is_dir() and (path / "__init__.py").is_file():
+            children.append((f"{package}.{path.name}", True))
+        elif path.suffix == ".py":
+            children.append((f"{package}.{path.stem}", False))
+    return children
+
+
+def _api_blocks(match: re.Match) -> str:
+    name = match.group(1)
+    if not ROOT.joinpath(*name.split(".")).is_dir():  # a plain module: the whole of it
+        return f"::: {name}\n"
+    # The package contributes its docstring only: its public names are re-exports of the
+    # modules below, which document them where they are defined.
+    blocks = [f"::: {name}\n    options:\n      members: false\n      show_root_heading: false\n"]
+    for child, is_package in _public_children(name):
+        options = "\n    options:\n      show_submodules: true" if is_package else ""
+        blocks.append(f"::: {child}{options}\n")
+    return "\n".join(blocks)
+
+
+def _examples(_: re.Match) -> str:
+    sections = []
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        title = docstring.splitlines()[0].rstrip(".") if docstring else path.stem
+        relative = path.relative_to(ROOT).as_posix()
+        sections.append(f"## `{relative}`\n\n{title}.\n\n```python\n--8<-- \"{relative}\"\n```\n")
+    return "\n".join(sections)
+
+
+def on_page_markdown(markdown: str, **kwargs) -> str:
+    """Replace the markers of a page by their generated Markdown."""
+    markdown = API_MARKER.sub(_api_blocks, markdown)
+    return EXAMPLES_MARKER.sub(_examples, markdown)
