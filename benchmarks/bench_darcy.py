@@ -8,22 +8,20 @@ Per sample (assembly + solve) for
 then the wall time of the full 1200-sample 85² benchmark through ``generate`` (measured on
 ``--samples`` samples and scaled, or all 1200 with ``--full``).
 
-    python benchmarks/bench_darcy.py          # writes benchmarks/results/darcy.json
+    python -m benchmarks.bench_darcy          # writes benchmarks/results/darcy.json
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse.linalg as sparse_linalg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import RESULTS, header, seconds, write  # noqa: E402
-from ssmpde.solvers import Darcy, generate  # noqa: E402
-from ssmpde.solvers.darcy import reference_matrix  # noqa: E402
+from benchmarks.common import RESULTS, header, interleaved, seconds, table_row, when, write
+from ssmpde.solvers import Darcy, generate
+from ssmpde.solvers.darcy import reference_matrix
 
 
 def main(argv=None) -> dict:
@@ -52,13 +50,9 @@ def main(argv=None) -> dict:
     def pcg():
         return darcy.solve_iterative(a, rtol=1e-12)[0][0, 1:-1, 1:-1].ravel()
 
-    times = {"baseline": [], "direct": [], "pcg": []}
-    results = {}
-    for _ in range(args.repeats):
-        for name, function in (("baseline", baseline), ("direct", direct), ("pcg", pcg)):
-            elapsed, results[name] = seconds(function)
-            times[name].append(elapsed)
-    median = {name: float(np.median(values)) for name, values in times.items()}
+    timings = interleaved({"baseline": baseline, "direct": direct, "pcg": pcg},
+                          repeats=args.repeats)
+    times, results, median = timings.times, timings.results, timings.medians()
     scale = np.max(np.abs(results["baseline"]))
     agreement = {name: float(np.max(np.abs(results[name] - results["baseline"])) / scale)
                  for name in ("direct", "pcg")}
@@ -97,6 +91,15 @@ def main(argv=None) -> dict:
         print(f"1200-sample 85² benchmark, {solver}: {g['seconds_for_1200'] / 60:.1f} min "
               f"({measured}, both cores)")
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table."""
+    s = result["seconds_per_sample"]
+    return [table_row(f"Darcy sample at K = 421, {solver}", f"{s[solver]:.2f} s",
+                      f"{s['baseline']:.2f} s (loop assembly + spsolve)",
+                      f"**{result['speedup_vs_baseline'][solver]:.1f}x**", when(result))
+            for solver in ("direct", "pcg")]
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ through the solver's generation API ``sample_inputs`` + ``solve_batch``): the fu
 default; with ``--quick``, a tenth of its final time, scaled up (stated in the JSON).
 
     pip install -e .[compare]                 # pyro-hydro; without it ssmpde's side runs alone
-    python benchmarks/bench_euler.py          # ~6 minutes; writes benchmarks/results/euler.json
-    python benchmarks/bench_euler.py --quick  # smaller grids, a tenth of the CE-RM sample
+    python -m benchmarks.bench_euler          # ~6 minutes; writes benchmarks/results/euler.json
+    python -m benchmarks.bench_euler --quick  # smaller grids, a tenth of the CE-RM sample
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ import contextlib
 import importlib.util
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,8 +62,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import RESULTS, header, seconds, write  # noqa: E402
+from benchmarks.common import (RESULTS, fixed_threads, header, seconds, table_row, when,
+                               write)
 
 GAMMA = 1.4
 CFL = 0.4
@@ -230,17 +229,6 @@ def run_pyro(problem: str, nx: int, ny: int, final_time: float) -> dict:
 
 
 # -- the comparison ----------------------------------------------------------------------------
-@contextlib.contextmanager
-def numba_threads(count: int):
-    """Run the block on ``count`` numba threads, then restore the previous count."""
-    previous = numba.get_num_threads()
-    numba.set_num_threads(count)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)
-
-
 class Repeats(NamedTuple):
     """How often a timing is repeated: at most ``most`` runs, until they took ``until`` seconds
     in all and the best was undisturbed (other processes kept at most ``quiet`` cores busy)."""
@@ -298,7 +286,7 @@ def compare(problem: str, nx: int, ny: int, final_time: float, *, repeats: Repea
     """One problem on one grid: both sides' timings, errors and ratios."""
     cells = nx * ny
     ours = fastest(repeats, lambda: run_ours(problem, nx, ny, final_time))
-    with numba_threads(1):
+    with fixed_threads(1):
         single = fastest(repeats, lambda: run_ours(problem, nx, ny, final_time))
     row = {"problem": problem, "nx": nx, "ny": ny, "lengths": list(state_of(problem, nx, ny)[1]),
            "boundary": BOUNDARY[problem][0], "final_time": final_time,
@@ -399,7 +387,7 @@ def main(argv=None) -> dict:
     repeats = Repeats(args.repeats, args.min_seconds, args.quiet_load)
 
     load_before = os.getloadavg()
-    with numba_threads(args.threads):
+    with fixed_threads(args.threads):
         warm_up(pyro)
         rows = [compare("sod", *grid_of("sod", n, args.sod_aspect), args.sod_time,
                         repeats=repeats, pyro=pyro, aspect=args.sod_aspect)
@@ -481,6 +469,38 @@ def print_table(result: dict) -> None:
         print(f"CE-RM sample ({grid[0]}² → {grid[1]}²): {ce_rm['seconds']:.2f} s for "
               f"{ce_rm['fraction_of_final_time']:g} of T = {ce_rm['full_final_time']:g}, "
               f"{ce_rm['seconds_per_full_sample']:.1f} s per sample")
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table: Sod at equal or lower error, the
+    Kelvin–Helmholtz update rates from 128² up, the CE-RM sample."""
+    lines = []
+    for r in result["rows"]:
+        if "pyro" not in r:
+            continue
+        ours, pyro = r["ssmpde"], r["pyro"]
+        rate = (f"{ours['cell_updates_per_second'] / 1e6:.1f} M cell updates/s",
+                f"{pyro['cell_updates_per_second'] / 1e6:.2f} M/s (pyro-hydro "
+                f"{result['versions'].get('pyro-hydro', '')} compressible, HLLC, MC)")
+        if r["problem"] == "sod" and "ssmpde_at_equal_or_lower_error" in r:
+            fine = r["ssmpde_at_equal_or_lower_error"]
+            lines.append(table_row(
+                f"Euler Sod {r['nx']}×{r['ny']}, T {r['final_time']:g}: wall time at equal or "
+                f"lower L1(ρ) error (pyro {pyro['density_l1_error']:.2e})",
+                f"{fine['seconds'] * 1e3:.0f} ms at {fine['nx']}×{fine['ny']} "
+                f"(L1 {fine['density_l1_error']:.2e}); {rate[0]}",
+                f"{pyro['seconds']:.2f} s; {rate[1]}",
+                f"**{r['wall_time_ratio_at_equal_or_lower_error']:.0f}x**", when(result)))
+        elif r["problem"] == "kh" and r["nx"] >= 128:
+            lines.append(table_row(
+                f"Euler Kelvin–Helmholtz {r['nx']}², T {r['final_time']:g}, {ours['steps']} "
+                "steps", rate[0], rate[1], f"**{r['rate_ratio']:.0f}x**", when(result)))
+    sample = result.get("ce_rm_sample")
+    if sample:
+        lines.append(table_row("Euler CE-RM sample, 256² → 128², T 2 (21 frames)",
+                               f"{sample['seconds_per_full_sample']:.0f} s", "–", "–",
+                               when(result)))
+    return lines
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ write alone is timed too (``region_write_seconds``).
 The machine's load (``os.getloadavg()``) before and after is recorded: on a shared machine a
 load above the core count marks disturbed timings.
 
-    python benchmarks/bench_generate.py            # ~2 minutes; writes results/generate.json
-    python benchmarks/bench_generate.py --quick    # smaller samples
+    python -m benchmarks.bench_generate            # ~2 minutes; writes results/generate.json
+    python -m benchmarks.bench_generate --quick    # smaller samples
 """
 
 from __future__ import annotations
@@ -35,15 +35,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.common import RESULTS, header, seconds, write
 
 #: Configurations with samples of about a third of a second on one core (2.x GHz).
 WORKLOADS = {
@@ -85,10 +82,10 @@ def _timed_generate(directory: Path, label: str, equation: str, config: dict, *,
     if threads is not None:
         numba.set_num_threads(threads)
     try:
-        start = time.perf_counter()
-        generate(solver, num_samples=samples, seed=0, batch_size=batch_size, out=out,
-                 progress=False, **options).close()
-        return time.perf_counter() - start, out
+        elapsed, _ = seconds(lambda: generate(
+            solver, num_samples=samples, seed=0, batch_size=batch_size, out=out,
+            progress=False, **options).close())
+        return elapsed, out
     finally:
         numba.set_num_threads(previous)
 
@@ -100,7 +97,8 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
 
     from ssmpde import data
     from ssmpde.solvers import get_solver
-    from ssmpde.solvers.generate import _batch_dataset, _history, _layout, _run_config
+    from ssmpde.solvers.generate import _batch_dataset, _history, _run_config
+    from ssmpde.solvers.scale_out import _layout
 
     solver = get_solver(equation, **config)
     solver.threads = 1
@@ -110,10 +108,8 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
         run_config = _run_config(solver, batches, 0)
         history = _history(equation)
         _batch_dataset(solver, 0, 0, 1, run_config, history)  # warm
-        start = time.perf_counter()
-        pieces = [_batch_dataset(solver, 0, i, i + 1, run_config, history)
-                  for i in range(batches)]
-        compute = time.perf_counter() - start
+        compute, pieces = seconds(lambda: [_batch_dataset(solver, 0, i, i + 1, run_config,
+                                                          history) for i in range(batches)])
     finally:
         numba.set_num_threads(previous)
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,11 +117,10 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
         record = data.StoreProgress(config=run_config, history=history, run_id="0" * 32,
                                     num_samples=batches, batch_size=1)
         data.create_store(_layout(solver, batches, run_config, history), store, record)
-        start = time.perf_counter()
-        for piece in pieces:
-            data.write_store_region(piece, store, run_id=record.run_id)
-        write = (time.perf_counter() - start) / batches
-    return compute, write
+        writing, _ = seconds(lambda: [data.write_store_region(piece, store,
+                                                              run_id=record.run_id)
+                                      for piece in pieces])
+    return compute, writing / batches
 
 
 def main(argv: list[str] | None = None) -> dict:

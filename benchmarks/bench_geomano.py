@@ -6,21 +6,18 @@ Side by side in one run: forward + backward of the Darcy preset (85×85, 2D scan
 and inputs, alternating rounds; medians and the median of the per-round ratios. Also the
 largest difference between the two models' outputs, relative to their largest value.
 
-    python benchmarks/bench_geomano.py            # writes benchmarks/results/geomano.json
+    python -m benchmarks.bench_geomano            # writes benchmarks/results/geomano.json
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, header, seconds, write  # noqa: E402
+from benchmarks.common import RESULTS, header, interleaved, table_row, when, write
 
 
 def step(model, x, y):
@@ -55,12 +52,10 @@ def main(argv=None) -> dict:
         outputs = {name: model(x) for name, model in models.items()}  # also warms up
     difference = float((outputs["cpu"] - outputs["reference"]).abs().max()
                        / outputs["reference"].abs().max())
-    times = {name: [] for name in models}
-    for _ in range(args.repeats):
-        for name, model in models.items():
-            elapsed, _ = seconds(lambda m=model: step(m, x, y))
-            times[name].append(elapsed)
-    ratios = np.array(times["reference"]) / np.array(times["cpu"])
+    timings = interleaved({name: lambda m=model: step(m, x, y) for name, model in models.items()},
+                          repeats=args.repeats)
+    median = timings.medians()
+    ratios = timings.ratios("reference", "cpu")
     result = header("geomano_darcy_step")
     result.update({
         "config": {"preset": "darcy", **{k: list(v) if isinstance(v, tuple) else v
@@ -68,8 +63,8 @@ def main(argv=None) -> dict:
                    "batch": args.batch_size, "grid": list(grid),
                    "parameters": parameter_count(models["cpu"]), "dtype": "float32",
                    "threads": torch.get_num_threads()},
-        "cpu_scan_seconds": float(np.median(times["cpu"])),
-        "reference_scan_seconds": float(np.median(times["reference"])),
+        "cpu_scan_seconds": median["cpu"],
+        "reference_scan_seconds": median["reference"],
         "speedup": float(np.median(ratios)), "speedups": ratios.round(2).tolist(),
         "output_difference": difference,
     })
@@ -79,6 +74,14 @@ def main(argv=None) -> dict:
           f"{result['speedup']:.0f}x; outputs agree to {difference:.1e} (max abs, relative)")
     write(result, args.out)
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's row of the results table."""
+    return [table_row("GeoMaNO darcy preset, train step, batch 4 at 85²",
+                      f"{result['cpu_scan_seconds']:.2f} s (CPU scans)",
+                      f"{result['reference_scan_seconds']:.0f} s (reference scans)",
+                      f"**{result['speedup']:.0f}x**", when(result))]
 
 
 if __name__ == "__main__":

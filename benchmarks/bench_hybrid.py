@@ -19,24 +19,20 @@ figures ``docs/images/pareto_ks.png`` and ``docs/images/pareto_ns.png`` and prin
 The surrogates and the data come from ``benchmarks/bench_long_rollout.py`` (the best of its
 variants per PDE, in ``--cache``):
 
-    python benchmarks/bench_long_rollout.py          # data + surrogates (~35 min)
-    python benchmarks/bench_hybrid.py                # ~3 minutes
+    python -m benchmarks.bench_long_rollout          # data + surrogates (~35 min)
+    python -m benchmarks.bench_hybrid                # ~3 minutes
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import REPO, RESULTS, header, portable_path, write
 
-from benchmarks.common import RESULTS, header, write  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "benchmarks" / ".cache" / "hybrid"
-IMAGES = ROOT / "docs" / "images"
+CACHE = REPO / "benchmarks" / ".cache" / "hybrid"
+IMAGES = REPO / "docs" / "images"
 
 #: PDE: steps, test trajectories (the batch), schedules
 PROBLEMS = {
@@ -157,7 +153,7 @@ def main(argv=None) -> dict:
             checkpoint, data = args.cache / name / "best", args.cache / name / "test.nc"
             if not checkpoint.exists() or not data.exists():
                 raise SystemExit(f"{checkpoint} or {data} is missing: run "
-                                 "benchmarks/bench_long_rollout.py first")
+                                 "python -m benchmarks.bench_long_rollout first")
             client.restart()  # fresh workers: no state carried over between problems
             # Warm-up, untimed: imports, numba compilation and FFT plans in the driver and in
             # every worker (parareal's first fine slices would otherwise pay for them).
@@ -185,8 +181,7 @@ def main(argv=None) -> dict:
                 "label": problem["label"], "steps": problem["steps"], "samples": samples,
                 "rows": rows,
                 "verdict": verdict["summary"], "goal_met_by": goal, "indicators": quality,
-                "figure": str(figure.relative_to(ROOT)) if figure.is_relative_to(ROOT)
-                else str(figure)}
+                "figure": portable_path(figure)}
             print(f"\n## {problem['label']}, {problem['steps']} steps, {samples} samples\n")
             print(table(rows, fine["seconds"]))
             print(f"\n{verdict['summary']}")

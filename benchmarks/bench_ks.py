@@ -16,34 +16,20 @@ data) and against Exponax's KS stepper (JAX on CPU), side by side in one run.
    on, h = 0.01) on the same initial states. Agreement is checked over a few steps first.
    Skipped with a message when Exponax is not installed (``pip install -e .[compare]``).
 
-    python benchmarks/bench_ks.py            # writes benchmarks/results/ks.json
+    python -m benchmarks.bench_ks            # writes benchmarks/results/ks.json
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import RESULTS, header, write  # noqa: E402
-from ssmpde.solvers.kuramoto_sivashinsky import KuramotoSivashinsky  # noqa: E402
-
-
-def seconds(function):
-    start = time.perf_counter()
-    result = function()
-    return time.perf_counter() - start, result
-
-
-def rel_l2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Relative L2 of ``a`` against ``b`` per trajectory (last axis = space)."""
-    a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
-    return np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+from benchmarks.common import RESULTS, header, interleaved, seconds, table_row, when, write
+from ssmpde.core import relative_l2
+from ssmpde.solvers.kuramoto_sivashinsky import KuramotoSivashinsky
 
 
 def solver(n: int, final_time: float, time_step: float, *, dealias: bool,
@@ -82,8 +68,8 @@ def radau_part(args, u0: np.ndarray) -> dict:
     ref_ks = solver(n, T, args.reference_step, dealias=False)
     t_ref, reference = seconds(lambda: ref_ks.simulate(u0[:nr], frames)[:, -1, 0])
     half = solver(n, T, 2 * args.reference_step, dealias=False)
-    reference_self_error = float(rel_l2(half.simulate(u0[:nr], frames)[:, -1, 0],
-                                        reference).max())
+    reference_self_error = float(relative_l2(half.simulate(u0[:nr], frames)[:, -1, 0],
+                                             reference).max())
 
     radau_times, radau_ends, radau_stats = [], [], []
     for i in range(nr):
@@ -95,19 +81,19 @@ def radau_part(args, u0: np.ndarray) -> dict:
         radau_times.append(elapsed)
         radau_ends.append(sol.y[:, -1])
         radau_stats.append({"nfev": int(sol.nfev), "njev": int(sol.njev), "nlu": int(sol.nlu)})
-    radau_error = rel_l2(np.array(radau_ends), reference)
+    radau_error = relative_l2(np.array(radau_ends), reference)
     radau_per_traj = float(np.mean(radau_times))
 
     sweep = []
     for h in args.steps:
         ks = solver(n, T, h, dealias=False)
         ks.simulate(u0[:1], 1)  # compile kernels, plan FFTs
-        times = []
-        for _ in range(args.sweep_repeats):
-            elapsed, out = seconds(lambda ks=ks: ks.simulate(u0, frames))
-            times.append(elapsed)
-        error = rel_l2(out[:nr, -1, 0], reference)
-        sweep.append({"time_step": h, "seconds_per_trajectory": float(np.median(times)) / len(u0),
+        timings = interleaved({"ssmpde": lambda ks=ks: ks.simulate(u0, frames)},
+                              repeats=args.sweep_repeats)
+        out = timings.results["ssmpde"]
+        error = relative_l2(out[:nr, -1, 0], reference)
+        sweep.append({"time_step": h,
+                      "seconds_per_trajectory": timings.medians()["ssmpde"] / len(u0),
                       "rel_l2_error_max": float(error.max()),
                       "rel_l2_error": error.tolist()})
     good = [row for row in sweep if row["rel_l2_error_max"] <= radau_error.max()]
@@ -157,14 +143,14 @@ def exponax_part(args, u0: np.ndarray) -> dict:
                       record_interval=args.check_steps * h)
     ours_end = ks_check.simulate(u0, 1)[:, -1, 0]
     theirs_end = np.asarray(check(x0))[:, 0]
-    agreement = rel_l2(theirs_end, ours_end)
+    agreement = relative_l2(theirs_end, ours_end)
     # the same with Exponax's 2/3 band widened by one mode to ssmpde's (|k| <= 170 at N = 512)
     matched_fraction = (int(2.0 / 3.0 * (n // 2)) + 1) / (n // 2)
     matched = exponax.stepper.KuramotoSivashinskyConservative(
         1, length, n, h, convection_scale=1.0, second_order_scale=1.0,
         fourth_order_scale=nu, order=4, dealiasing_fraction=matched_fraction)
     matched_end = np.asarray(jax.jit(jax.vmap(exponax.repeat(matched, args.check_steps)))(x0))
-    agreement_matched = rel_l2(matched_end[:, 0], ours_end)
+    agreement_matched = relative_l2(matched_end[:, 0], ours_end)
 
     # timings: ssmpde's stepper loop (state built once, as Exponax's stepper) and end to end
     ks = solver(n, steps * h, h, dealias=True, record_interval=h)
@@ -189,13 +175,10 @@ def exponax_part(args, u0: np.ndarray) -> dict:
             u = step(u)
         return u.block_until_ready()
 
-    for f in (run_ours, run_ours_simulate, run_theirs_scan, run_theirs_calls):
-        f()  # JIT / numba warm-up
-    times = {"ssmpde": [], "ssmpde_simulate": [], "exponax_scan": [], "exponax_calls": []}
-    for _ in range(args.repeats):  # alternate: shared machines drift
-        for key, f in (("ssmpde", run_ours), ("ssmpde_simulate", run_ours_simulate),
-                       ("exponax_scan", run_theirs_scan), ("exponax_calls", run_theirs_calls)):
-            times[key].append(seconds(f)[0] / steps)
+    timings = interleaved({"ssmpde": run_ours, "ssmpde_simulate": run_ours_simulate,
+                           "exponax_scan": run_theirs_scan, "exponax_calls": run_theirs_calls},
+                          repeats=args.repeats, warmup=1)  # warm-up: JIT, numba
+    times = {key: [t / steps for t in value] for key, value in timings.times.items()}
     per_step = {key: float(np.median(value)) for key, value in times.items()}
     best_exponax = min(per_step["exponax_scan"], per_step["exponax_calls"])
     return {
@@ -309,6 +292,33 @@ def main(argv=None) -> dict:
         print(f"  (medians of {e['repeats']} alternating timings of {e['steps_per_timing']} steps; "
               f"ssmpde's per-simulate setup ~ {e['ssmpde_simulate_setup_seconds']:.2f} s)")
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table: Radau at equal or better error, Exponax."""
+    lines = []
+    r = result["radau_comparison"]
+    chosen = next((row for row in r["ssmpde_sweep"]
+                   if row["time_step"] == r["chosen_time_step"]), None)
+    if chosen:
+        lines.append(table_row(
+            f"KS lpsda trajectory (N {r['resolution']}, T {r['final_time']:g}) at equal-or-better"
+            f" error, rel. L2 {chosen['rel_l2_error_max']:.0e} vs "
+            f"{r['radau']['rel_l2_error_max']:.0e}",
+            f"{chosen['seconds_per_trajectory']:.2f} s (ETDRK4, h = {chosen['time_step']:g})",
+            f"{r['radau']['seconds_per_trajectory']:.1f} s (SciPy Radau, tol "
+            f"{r['radau_tol']:g}, as LPSDA)",
+            f"**{r['speedup_at_equal_or_better_error']:.0f}x**", when(result)))
+    e = result["exponax_comparison"]
+    if "skipped" not in e:
+        s = e["seconds_per_step"]
+        lines.append(table_row(
+            f"KS ETDRK4 step, N {e['resolution']}, batch {e['batch']}, float64",
+            f"{s['ssmpde'] * 1e3:.2f} ms",
+            f"{min(s['exponax_scan'], s['exponax_calls']) * 1e3:.2f} ms (Exponax "
+            f"{e['versions']['exponax']}, JAX CPU)",
+            f"**{e['speedup_vs_exponax']:.1f}x**", when(result)))
+    return lines
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ next to the last epoch's one-step (teacher-forced) test relative L2. Runs go ``-
 
     python -m ssmpde.cli generate kuramoto-sivashinsky --preset lpsda-nu0.1 --samples 640 \\
         --seed 1 --out ks_nu0.1.nc      # likewise nu0.075, nu0.125
-    python benchmarks/bench_ks_learning.py --data-dir . --budget 420 --train 128 --test 128
+    python -m benchmarks.bench_ks_learning --data-dir . --budget 420 --train 128 --test 128
 
 Writes ``benchmarks/results/ks_learning.json``. The paper (SS-NO, 64 states, 500 epochs)
 reports 0.0086 / 0.0026 / 0.0013 for ν = 0.075 / 0.1 / 0.125.
@@ -23,15 +23,11 @@ import argparse
 import contextlib
 import multiprocessing
 import shutil
-import sys
 import tempfile
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.common import RESULTS, header, seconds, table_row, when, write
 
 VISCOSITIES = ("0.075", "0.1", "0.125")
 PAPER = {"0.075": 0.0086, "0.1": 0.0026, "0.125": 0.0013}
@@ -81,23 +77,20 @@ def _run_one(label, nu, train_file, test_file, budget, window, test, runs):
                   num_test=test, seed=0)
     probe = runs / f"{label}-{nu}-probe"
     shutil.rmtree(probe, ignore_errors=True)
-    started = time.perf_counter()
-    train(name, train_file, out=probe, preset=preset, model_overrides=overrides,
-          config=TrainConfig(epochs=1, **common), progress=False)
-    epoch_seconds = time.perf_counter() - started
+    epoch_seconds, _ = seconds(lambda: train(
+        name, train_file, out=probe, preset=preset, model_overrides=overrides,
+        config=TrainConfig(epochs=1, **common), progress=False))
     epochs = max(1, int(budget // epoch_seconds))
     run = runs / f"{label}-{nu}"
     shutil.rmtree(run, ignore_errors=True)
-    started = time.perf_counter()
-    metrics = train(name, train_file, out=run, preset=preset, model_overrides=overrides,
-                    config=TrainConfig(epochs=epochs, **common), progress=False,
-                    time_limit=budget)
-    seconds = time.perf_counter() - started
+    train_seconds, metrics = seconds(lambda: train(
+        name, train_file, out=run, preset=preset, model_overrides=overrides,
+        config=TrainConfig(epochs=epochs, **common), progress=False, time_limit=budget))
     evaluation = evaluate(run, test_file)
     model, _ = load_checkpoint(run)
     return {"model": label, "viscosity": nu, "parameters": parameter_count(model),
             "epoch_seconds": epoch_seconds, "epochs_planned": epochs,
-            "epochs_done": metrics["epoch"], "train_seconds": seconds,
+            "epochs_done": metrics["epoch"], "train_seconds": train_seconds,
             "final_train_loss": metrics["train_loss"],
             "test_rel_l2_one_step": metrics["test_rel_l2"],
             "test_rel_l2_trajectory": evaluation["rel_l2"]}
@@ -144,6 +137,30 @@ def main(argv=None) -> dict:
                   f"{row['test_rel_l2_trajectory']:.4f}", flush=True)
     write(result, args.out)
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table: per viscosity, SS-NO with memory against
+    the FNO (the other models' errors in the ssmpde cell)."""
+    lines = []
+    by = {(r["viscosity"], r["model"]): r for r in result["rows"]}
+    for nu, paper in result["paper_ssno_64_states"].items():
+        ssno_row, fno_row = by.get((nu, "ssno_memory")), by.get((nu, "fno_1d"))
+        if not (ssno_row and fno_row):
+            continue
+        error = {label: row["test_rel_l2_trajectory"] for (v, label), row in by.items()
+                 if v == nu}
+        others = ", ".join(f"{label.replace('_', ' ')} {error[label]:.3f}"
+                           for label in ("ssno_no_memory", "geomano_1d") if label in error)
+        lines.append(table_row(
+            f"KS lpsda ν {nu}, 128 points: trajectory rel. L2 after "
+            f"{result['budget_seconds_per_model']:.0f} s CPU per model (paper, 500 epochs: "
+            f"{paper})",
+            f"{ssno_row['test_rel_l2_trajectory']:.3f} (SS-NO with memory, "
+            f"{ssno_row['epochs_done']} epochs; {others})",
+            f"{fno_row['test_rel_l2_trajectory']:.3f} (FNO 1D, {fno_row['epochs_done']} epochs)",
+            f"{error['ssno_memory'] / error['fno_1d']:.2f}", when(result)))
+    return lines
 
 
 if __name__ == "__main__":

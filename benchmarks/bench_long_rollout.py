@@ -47,13 +47,13 @@ than one that drifts) is copied to
 ``OUT/ks/best`` and ``OUT/ns/best`` (loadable by
 ``ssmpde.coupling.SurrogateStepper.from_checkpoint``).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_long_rollout.py --budget 240 --jobs 2
+    OMP_NUM_THREADS=1 python -m benchmarks.bench_long_rollout --budget 240 --jobs 2
 
 (about 30 minutes on two cores, plus 8 for the data; ``--reuse`` keeps the variants already
 in the results file and trains only the others). The committed results were made in three
 invocations at ``--budget 240``, each training two variants at a time, the last one being
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_long_rollout.py --budget 240 --jobs 2 --reuse \
+    OMP_NUM_THREADS=1 python -m benchmarks.bench_long_rollout --budget 240 --jobs 2 --reuse \
         --variants ks/fno-w32/tf ks/fno-w32/tf-n0.001 ks/fno-w32/tf-n0.01 \
         ks/fno-w32/ar4-n0.01 ks/fno-w32/bptt4 ks/fno-w32/bptt4-n0.01 ks/fno-w16/tf \
         ks/fno-w64/tf ks/ssno-w32/tf ns/fno-ns/tf ns/fno-ns/tf-n0.01 ns/fno-ns/ar4-n0.01 \
@@ -64,8 +64,10 @@ invocations at ``--budget 240``, each training two variants at a time, the last 
 ``reused`` were trained by the earlier invocations; all runs are timed by the last one).
 
 Writes ``benchmarks/results/long_rollout.json`` (``--results``) and the runs under
-``OUT/runs``. ``--quick`` runs the variants on tiny data and models with a 1-second budget
-(a smoke test, not a measurement).
+``OUT/runs``. The paths it records are relative: the data files and the best runs to
+``OUT``, each variant's ``run`` to the runs folder (``--runs``), so that a results file
+made on one machine names the same files on another. ``--quick`` runs the variants on tiny
+data and models with a 1-second budget (a smoke test, not a measurement).
 """
 
 from __future__ import annotations
@@ -75,14 +77,11 @@ import contextlib
 import multiprocessing
 import shutil
 import statistics
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.common import RESULTS, header, interleaved, portable_path, seconds, write
 
 DEFAULT_OUT = Path(__file__).resolve().parent / ".cache" / "hybrid"
 
@@ -174,9 +173,10 @@ def model_overrides(model: str, quick: bool) -> dict:
     return overrides
 
 
-def reusable_rows(path: Path, settings: dict, files: dict) -> dict:
+def reusable_rows(path: Path, settings: dict, files: dict, runs: Path) -> dict:
     """``{label: row}`` of an earlier results file made with the same budget, settings and
-    data, whose run directories still exist."""
+    data (the same paths relative to ``OUT``, samples and seeds), whose run directories
+    still exist in ``runs``."""
     import json
 
     try:
@@ -191,7 +191,7 @@ def reusable_rows(path: Path, settings: dict, files: dict) -> dict:
         now = files.get(row.get("pde"), {})
         if all(data.get(split, {}).get(key) == now.get(split, {}).get(key)
                for split in ("train", "test") for key in ("path", "samples", "seed")) \
-                and Path(row["run"], "weights.safetensors").exists():
+                and (runs / row["run"] / "weights.safetensors").exists():
             rows[row["label"]] = row
     return rows
 
@@ -217,19 +217,18 @@ def _generate(pde: str, split: str, samples: int, seed: int, path: Path, quick: 
     options = dict(spec["quick" if quick else "config"])
     if pde == "ns":
         options["threads"] = 1  # FFTW threads; does not change the numbers
-    started = time.perf_counter()
-    generate(spec["solver"], num_samples=samples, seed=seed, out=path, progress=False,
-             overwrite=True, **options).close()
-    seconds = time.perf_counter() - started
+    elapsed, _ = seconds(lambda: generate(
+        spec["solver"], num_samples=samples, seed=seed, out=path, progress=False,
+        overwrite=True, **options).close())
     with schema.open_dataset(path) as ds:
         sizes = dict(ds.sizes)
     return {"pde": pde, "split": split, "path": str(path), "seed": seed, "samples": samples,
-            "generated_seconds": seconds, "sizes": sizes}
+            "generated_seconds": elapsed, "sizes": sizes}
 
 
 def ensure_data(out: Path, samples: dict, quick: bool, jobs: int) -> dict:
     """``{pde: {"train": info, "test": info}}``: the files in ``out``, generated if absent
-    (or holding another number of samples)."""
+    (or holding another number of samples); each ``info["path"]`` is relative to ``out``."""
     from ssmpde import data as schema
 
     wanted, found = [], {}
@@ -240,7 +239,8 @@ def ensure_data(out: Path, samples: dict, quick: bool, jobs: int) -> dict:
             if path.exists():
                 with schema.open_dataset(path) as ds:
                     if ds.sizes["sample"] == count:
-                        info = {"pde": pde, "split": split, "path": str(path), "seed": seed,
+                        info = {"pde": pde, "split": split, "path": portable_path(path, out),
+                                "seed": seed,
                                 "samples": count, "generated_seconds": None,
                                 "sizes": dict(ds.sizes)}
             if info is None:
@@ -253,6 +253,7 @@ def ensure_data(out: Path, samples: dict, quick: bool, jobs: int) -> dict:
     for info in _map(_generate, wanted, jobs):
         print(f"generated {info['path']} ({info['samples']} samples) in "
               f"{info['generated_seconds']:.0f} s", flush=True)
+        info["path"] = portable_path(info["path"], out)
         found.setdefault(info["pde"], {})[info["split"]] = info
     return found
 
@@ -288,18 +289,8 @@ def inference_ms(run: Path, test_file: Path, repeats: int) -> dict:
         history = np.stack([picked[f].isel(time=slice(0, stepper.window)).values
                             for f in stepper.fields], axis=2)
         parameters = {name: picked[name].values for name in stepper.parameter_names}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for _ in range(3):
-            stepper.step(history, parameters=parameters)
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            stepper.step(history, parameters=parameters)
-            times.append(time.perf_counter() - started)
-    finally:
-        torch.set_num_threads(threads)
+    times = interleaved({"step": lambda: stepper.step(history, parameters=parameters)},
+                        repeats=repeats, warmup=3, threads=1).times["step"]
     return {"median": 1e3 * statistics.median(times), "min": 1e3 * min(times)}
 
 
@@ -335,11 +326,10 @@ def run_variant(pde: str, model: str, recipe: str, train_file: str, test_file: s
         probe_data.unlink(missing_ok=True)
         run = runs_dir / stem
         shutil.rmtree(run, ignore_errors=True)
-        started = time.perf_counter()
-        metrics = train(name, plan["data"], out=run, preset=preset, model_overrides=overrides,
-                        config=TrainConfig(epochs=plan["epochs"], **common), progress=False,
-                        time_limit=budget)
-        seconds = time.perf_counter() - started
+        train_seconds, metrics = seconds(lambda: train(
+            name, plan["data"], out=run, preset=preset, model_overrides=overrides,
+            config=TrainConfig(epochs=plan["epochs"], **common), progress=False,
+            time_limit=budget))
         evaluation = evaluate(run, test_file)
         per_step = evaluation["rel_l2_per_step"]
         horizon = min(PDES[pde]["horizon"], len(per_step))
@@ -350,11 +340,11 @@ def run_variant(pde: str, model: str, recipe: str, train_file: str, test_file: s
                 "train_samples": plan["train_samples"],
                 "epoch_seconds_estimate": plan["epoch_seconds_estimate"],
                 "epochs_planned": plan["epochs"], "epochs_done": metrics["epoch"],
-                "train_seconds": seconds, "final_train_loss": metrics["train_loss"],
+                "train_seconds": train_seconds, "final_train_loss": metrics["train_loss"],
                 "one_step_rel_l2": per_step[0], "horizon_steps": horizon,
                 "horizon_rel_l2": per_step[horizon - 1],
                 "trajectory_rel_l2": sum(per_step[:horizon]) / horizon,
-                "rel_l2_per_step": per_step, "run": str(run)}
+                "rel_l2_per_step": per_step, "run": portable_path(run, runs_dir)}
     finally:
         torch.set_num_threads(threads)
 
@@ -422,7 +412,7 @@ def main(argv=None) -> dict:
                    "best_rule": f"lowest error at step {SELECT_STEP} among the variants "
                                 f"with a one-step error below {USABLE_ONE_STEP} (all if none)",
                    "rows": []})
-    earlier = reusable_rows(args.results, settings, files) if args.reuse else {}
+    earlier = reusable_rows(args.results, settings, files, runs) if args.reuse else {}
     rows, arguments = {}, []
     for pde, model, recipe in variants:
         label = label_of(pde, model, recipe)
@@ -433,9 +423,9 @@ def main(argv=None) -> dict:
             rows[label] = dict(row, reused=True)
             print(f"{label:>24}: reused from {args.results}", flush=True)
         else:
-            arguments.append((pde, model, recipe, files[pde]["train"]["path"],
-                              files[pde]["test"]["path"], args.budget, batch_size[pde],
-                              str(runs), args.probe_samples, args.quick))
+            arguments.append((pde, model, recipe, str(args.out / files[pde]["train"]["path"]),
+                              str(args.out / files[pde]["test"]["path"]), args.budget,
+                              batch_size[pde], str(runs), args.probe_samples, args.quick))
     for row in _map(run_variant, arguments, args.jobs):
         rows[row["label"]] = row
         print(f"{row['label']:>24}: {row['parameters']:>7,} parameters, "
@@ -449,7 +439,7 @@ def main(argv=None) -> dict:
     # Timed here, one after the other on one thread, once no training runs.
     for pde, model, recipe in variants:
         row = rows[label_of(pde, model, recipe)]
-        timing = inference_ms(Path(row["run"]), Path(files[pde]["test"]["path"]),
+        timing = inference_ms(runs / row["run"], args.out / files[pde]["test"]["path"],
                               5 if args.quick else 50)
         row["ms_per_step_batch16"], row["ms_per_step_batch16_min"] = (timing["median"],
                                                                       timing["min"])
@@ -466,8 +456,8 @@ def main(argv=None) -> dict:
             min(SELECT_STEP, len(r["rel_l2_per_step"])) - 1])
         target = args.out / pde / "best"
         shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(winner["run"], target)
-        best[pde] = {"label": winner["label"], "path": str(target),
+        shutil.copytree(runs / winner["run"], target)
+        best[pde] = {"label": winner["label"], "path": portable_path(target, args.out),
                      "horizon_rel_l2": winner["horizon_rel_l2"]}
         print(f"best {pde}: {winner['label']} -> {target}", flush=True)
     result["best"] = best

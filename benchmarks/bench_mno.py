@@ -11,7 +11,7 @@ and the budget is also a hard stop. Then the held-out samples are predicted and 
 table has the shape of the paper's Table 1 (Cheng et al., arXiv 2410.02113)::
 
     ssmpde generate darcy --preset pdebench-like --resolution 64 ... --out darcy64.nc
-    python benchmarks/bench_mno.py --data darcy64.nc --num-test 100 --budget 1800
+    python -m benchmarks.bench_mno --data darcy64.nc --num-test 100 --budget 1800
 
 Metrics (PDEBench's definitions, Takamoto et al. 2022, ``metric_func``), on the un-normalised
 test fields, averaged over output fields:
@@ -45,15 +45,12 @@ import argparse
 import itertools
 import json
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.bench_training import _subset_file, _test_file, budget_plan  # noqa: E402
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.bench_training import _subset_file, _test_file, budget_plan
+from benchmarks.common import RESULTS, header, portable_path, seconds, table_row, when, write
+from ssmpde.core import relative_l2
 
 BACKBONES = ("galerkin", "gnot", "oformer")
 MIXERS = ("mamba", "attention", "softmax")
@@ -90,7 +87,7 @@ def scores(predictions: Path, truth: Path, fields) -> dict:
             norm = t.reshape(len(t), -1)
             per_field.append({
                 "rmse": np.sqrt((error ** 2).mean(axis=1)).mean(),
-                "nrmse": (np.linalg.norm(error, axis=1) / np.linalg.norm(norm, axis=1)).mean(),
+                "nrmse": relative_l2(p, t).mean(),
                 "released_code_rmse": np.abs(error).mean(),
                 "released_code_nrmse": (np.abs(error) / (np.abs(norm) + 1e-9)).mean(),
             })
@@ -125,7 +122,7 @@ def main(argv=None) -> dict:
 
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="Example: python benchmarks/bench_mno.py --data darcy64.nc --num-test 100 "
+        epilog="Example: python -m benchmarks.bench_mno --data darcy64.nc --num-test 100 "
                "--budget 1800")
     parser.add_argument("--data", type=Path, required=True,
                         help="steady Darcy dataset (variables a -> u), e.g. from "
@@ -163,7 +160,8 @@ def main(argv=None) -> dict:
     common = dict(batch_size=args.batch_size, lr=args.lr, num_test=args.num_test, seed=0)
 
     result = header("mno")
-    result.update({"data": str(args.data), "budget_seconds": args.budget, "settings": common,
+    result.update({"data": portable_path(args.data), "budget_seconds": args.budget,
+                   "settings": common,
                    "model_options": overrides,
                    "metrics": {"rmse": "PDEBench RMSE: per-sample RMS error over the grid, "
                                        "mean over samples",
@@ -187,11 +185,10 @@ def main(argv=None) -> dict:
         data, epochs = plan["data"], plan["epochs"]
         run = args.runs / name
         shutil.rmtree(run, ignore_errors=True)
-        started = time.perf_counter()
-        metrics = train("mno", data, out=run, preset=backbone, model_overrides=options,
-                        config=TrainConfig(epochs=epochs, **common), progress=False,
-                        time_limit=args.budget)
-        seconds = time.perf_counter() - started
+        elapsed, metrics = seconds(lambda: train(
+            "mno", data, out=run, preset=backbone, model_overrides=options,
+            config=TrainConfig(epochs=epochs, **common), progress=False,
+            time_limit=args.budget))
         predictions = args.runs / f"{name}-predictions.nc"
         evaluation = evaluate(run, test_file, out=predictions, overwrite=True)
         model, record = load_checkpoint(run)
@@ -202,17 +199,39 @@ def main(argv=None) -> dict:
                "seconds_per_epoch": _epoch_seconds(run),
                "epoch_seconds_estimate": plan["epoch_seconds_estimate"],
                "train_samples": plan["train_samples"], "epochs_planned": epochs,
-               "epochs_done": metrics["epoch"], "train_seconds": seconds,
+               "epochs_done": metrics["epoch"], "train_seconds": elapsed,
                "final_train_loss": metrics["train_loss"],
                "model_config": record["model_config"]}
         result["models"][name] = row
         print(f"{name}: {row['parameters']:,} parameters, {metrics['epoch']}/{epochs} epochs in "
-              f"{seconds:.0f} s, RMSE {row['rmse']:.4f}, nRMSE {row['nrmse']:.4f}, "
+              f"{elapsed:.0f} s, RMSE {row['rmse']:.4f}, nRMSE {row['nrmse']:.4f}, "
               f"relative L2 {row['rel_l2']:.4f}", flush=True)
     result["table"] = table(result["models"])
     write(result, out)
     print(result["table"])
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table: per backbone, the Mamba mixer against the
+    backbone's own attention."""
+    lines = []
+    models, paper = result["models"], result["paper_table1"]
+    for backbone in BACKBONES:
+        mamba, attention = models.get(f"{backbone}-mamba"), models.get(f"{backbone}-attention")
+        if not (mamba and attention):
+            continue
+        cited = (f"paper: {paper[f'{backbone}/mamba']['rel_l2']} vs "
+                 f"{paper[f'{backbone}/attention']['rel_l2']}")
+        lines.append(table_row(
+            f"MNO {backbone} on pdebench-like Darcy 64², mamba vs attention mixer, "
+            f"{result['budget_seconds']:.0f} s CPU each (test rel. L2; {cited})",
+            f"{mamba['rel_l2']:.4f} (mamba; {mamba['epochs_done']} epochs over "
+            f"{mamba['train_samples']} samples)",
+            f"{attention['rel_l2']:.4f} (attention; {attention['epochs_done']} epochs over "
+            f"{attention['train_samples']} samples)",
+            f"{mamba['rel_l2'] / attention['rel_l2']:.2f}", when(result)))
+    return lines
 
 
 if __name__ == "__main__":

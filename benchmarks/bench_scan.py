@@ -23,8 +23,8 @@ each call allocates above its inputs, and the largest difference between the two
 mamba-ssm is an optional peer (``pip install mamba-ssm``, built for the GPU); without it the 1D
 rows time the Triton kernel alone.
 
-    python benchmarks/bench_scan.py            # writes benchmarks/results/scan.json
-    python benchmarks/bench_scan.py --gpu      # writes benchmarks/results/scan_gpu.json
+    python -m benchmarks.bench_scan            # writes benchmarks/results/scan.json
+    python -m benchmarks.bench_scan --gpu      # writes benchmarks/results/scan_gpu.json
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.common import (RESULTS, cuda_seconds, header, interleaved, table_row, when,
+                               write)
 
 
 def loop_scan_1d(u, delta, A, B, C, D, R, z, delta_bias):
@@ -152,25 +152,14 @@ def peak_memory_mib(implementation, kind, batch, channels, state, side):
     return value
 
 
-def timed(implementation, kind, inputs, device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    run(implementation, kind, inputs)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
-def compare(kind, fast, device, batch, channels, state, side, repeats):
-    inputs = make_inputs(kind, batch, channels, state, side, device=device)
-    run(fast, kind, make_inputs(kind, 1, 2, 2, 3, device=device))  # compile outside the timing
-    loop_t, fast_t = [], []
-    for _ in range(repeats):
-        loop_t.append(timed("loop", kind, inputs, device))
-        fast_t.append(timed(fast, kind, inputs, device))
-    ratios = np.array(loop_t) / np.array(fast_t)
-    return {"loop_seconds": float(np.median(loop_t)), f"{fast}_seconds": float(np.median(fast_t)),
+def compare(kind, fast, batch, channels, state, side, repeats):
+    """The PyTorch loop against the ``fast`` backend on the CPU, alternating rounds."""
+    inputs = make_inputs(kind, batch, channels, state, side)
+    run(fast, kind, make_inputs(kind, 1, 2, 2, 3))  # compile outside the timing
+    timings = interleaved({"loop": lambda: run("loop", kind, inputs),
+                           fast: lambda: run(fast, kind, inputs)}, repeats=repeats)
+    median, ratios = timings.medians(), timings.ratios("loop", fast)
+    return {"loop_seconds": median["loop"], f"{fast}_seconds": median[fast],
             "speedup": float(np.median(ratios)), "speedups": ratios.round(2).tolist()}
 
 
@@ -262,15 +251,6 @@ def cuda_call(implementation, inputs, backward, peer=None):
     return call
 
 
-def cuda_seconds(call):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    call()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3
-
-
 def cuda_peak_mib(call):
     """GPU memory a call allocates at its peak, above what was allocated before it."""
     torch.cuda.synchronize()
@@ -282,16 +262,11 @@ def cuda_peak_mib(call):
 
 
 def cuda_compare(calls, repeats, warmup=3):
-    """Median seconds and peak memory of each call, timed in alternating rounds."""
-    for call in calls.values():
-        for _ in range(warmup):  # compile / autotune / allocator warm-up outside the timing
-            call()
-    times = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            times[name].append(cuda_seconds(call))
-    return {name: {"seconds": float(np.median(t)), "peak_mib": cuda_peak_mib(calls[name])}
-            for name, t in times.items()}
+    """Median seconds and peak memory of each call, timed in alternating rounds (CUDA events)
+    after ``warmup`` untimed calls of each (compilation, autotuning, the allocator)."""
+    median = interleaved(calls, repeats=repeats, warmup=warmup, clock=cuda_seconds).medians()
+    return {name: {"seconds": median[name], "peak_mib": cuda_peak_mib(calls[name])}
+            for name in calls}
 
 
 def gpu_main(repeats) -> dict:
@@ -393,7 +368,7 @@ def main(argv=None) -> dict:
     print("|---|---|---|---|---|---|---|")
     for kind in ("1d", "2d"):
         for state in (4, 16):
-            row = compare(kind, "cpu", "cpu", batch, channels, state, side, args.repeats)
+            row = compare(kind, "cpu", batch, channels, state, side, args.repeats)
             memory = {name: peak_memory_mib(name, kind, batch, channels, state, side)
                       for name in ("loop", "cpu")}
             result["cpu"][f"{kind}_state{state}"] = row
@@ -402,6 +377,57 @@ def main(argv=None) -> dict:
                   f"{row['speedup']:.0f}x | {memory['loop']:.0f} | {memory['cpu']:.0f} |")
     write(result, args.out)
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table: the CPU scans (``scan.json``) or the GPU
+    ones (``scan_gpu.json``, against mamba-ssm and the loop on the GPU)."""
+    if result["benchmark"] == "selective_scan_gpu":
+        return _gpu_rows(result) if result.get("cuda") else []
+    lines = []
+    shape = result["shape"]
+    for key, label in (("1d_state16", f"1D scan, L {shape['length']}"),
+                       ("2d_state16", "2D scan, {0}×{1}".format(*shape["grid"]))):
+        row = result["cpu"].get(key)
+        if row:
+            memory = result["peak_memory_mib"][key]
+            lines.append(table_row(
+                f"{label}, fwd+bwd, batch {shape['batch']} × {shape['channels']} channels × "
+                "state 16", f"{row['cpu_seconds'] * 1e3:.0f} ms, {memory['cpu']:.0f} MiB",
+                f"{row['loop_seconds']:.2f} s, {memory['loop']:.0f} MiB (PyTorch loop)",
+                f"**{row['speedup']:.0f}x**", when(result)))
+    return lines
+
+
+def _gpu_rows(result: dict) -> list[str]:
+    lines, cuda = [], result["cuda"]
+    measured = f"{result['date'][:10]}, {cuda['device']}"
+    for key, row in cuda["1d"].items():
+        if "mamba" not in row or not key.startswith(("mamba_", "geomano_44x44_")):
+            continue
+        shape = row["shape"]
+        passes = "fwd+bwd" if key.endswith("fwd_bwd") else "fwd"
+        dtype = "bfloat16" if "bfloat16" in key else "float32"
+        lines.append(table_row(
+            f"GPU 1D scan {passes}, {dtype}, {shape['batch']} × {shape['channels']} ch × state "
+            f"{shape['state']} × L {shape['length']}",
+            f"{row['triton']['seconds'] * 1e3:.2f} ms, {row['triton']['peak_mib']:.0f} MiB "
+            "(Triton)",
+            f"{row['mamba']['seconds'] * 1e3:.2f} ms, {row['mamba']['peak_mib']:.0f} MiB "
+            f"(mamba-ssm {cuda['mamba_ssm']} CUDA)", f"**{row['speed_ratio']:.2f}x**", measured))
+    for key, row in cuda["2d"].items():
+        if not key.startswith("geomano_44x44_"):
+            continue
+        shape = row["shape"]
+        passes = "fwd+bwd" if key.endswith("fwd_bwd") else "fwd"
+        lines.append(table_row(
+            f"GPU 2D scan {passes}, float32, {shape['batch']} × {shape['channels']} ch × state "
+            "{0} on {1}×{2}".format(shape["state"], *shape["grid"]),
+            f"{row['triton']['seconds'] * 1e3:.2f} ms, {row['triton']['peak_mib']:.0f} MiB "
+            "(Triton)",
+            f"{row['loop']['seconds'] * 1e3:.0f} ms, {row['loop']['peak_mib']:.0f} MiB "
+            "(PyTorch loop on the GPU)", f"**{row['speedup']:.0f}x**", measured))
+    return lines
 
 
 if __name__ == "__main__":

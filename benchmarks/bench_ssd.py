@@ -18,24 +18,23 @@ reference in the first rounds); the outputs and the gradients of every input are
 relative to the largest value, against the unrounded float64 reference). The machine's load average is
 recorded before and after, since a shared machine slows every row.
 
-    python benchmarks/bench_ssd.py            # writes benchmarks/results/ssd.json
-    python benchmarks/bench_ssd.py --quick    # tiny sizes, one round (smoke test)
+    python -m benchmarks.bench_ssd            # writes benchmarks/results/ssd.json
+    python -m benchmarks.bench_ssd --quick    # tiny sizes, one round (smoke test)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.common import (RESULTS, fixed_threads, header, interleaved, table_row, when,
+                               write)
 
 #: LaMO's Darcy setting: 44 × 44 tokens, 8 heads of 16 channels, 64 states, chunk 64.
 FULL = {"batch": 4, "length": 1936, "heads": 8, "head_dim": 16, "state": 64, "groups": 1,
@@ -96,37 +95,60 @@ def gradients_as_ssd(grads, shapes):
             "dt_bias": grads["delta_bias"].reshape(heads, head_dim).sum(-1)}
 
 
-def step(name, inputs, cotangent, chunk_size):
-    """(seconds, output, gradients of the SSD inputs) of one forward + backward."""
+class Prepared(NamedTuple):
+    """One path of the comparison, ready to time: ``call()`` runs one forward + backward on
+    inputs prepared once (the S6 layout conversion and the reference's float64 copies stay
+    outside the timing); ``finish(output)`` gives the output and the gradients of the SSD
+    inputs, in the SSD layout, after the last call."""
+
+    call: Callable[[], torch.Tensor]
+    finish: Callable[[torch.Tensor], tuple[torch.Tensor, dict]]
+
+
+def prepare(name, inputs, cotangent, chunk_size) -> Prepared:
+    """``name`` (``ssd_scan``, ``ssd_ref`` or ``selective_scan``) on ``inputs``, ready to time."""
     from ssmpde.kernels import selective_scan, ssd_ref, ssd_scan
 
     if name == "selective_scan":
         leaves = {k: v.detach().requires_grad_() for k, v in as_selective_scan(inputs).items()}
+        args = [leaves[k] for k in ("u", "delta", "A", "B", "C")]
         rest = {k: leaves[k] for k in ("D", "z", "delta_bias")}
-        start = time.perf_counter()
-        out = selective_scan(*(leaves[k] for k in ("u", "delta", "A", "B", "C")), **rest,
-                             delta_softplus=True, backend="cpu")
-        out.backward(cotangent.reshape(out.shape[0], out.shape[2], -1).transpose(1, 2))
-        seconds = time.perf_counter() - start
-        batch, length, heads, head_dim = inputs["x"].shape
-        out = out.detach().transpose(1, 2).reshape(batch, length, heads, head_dim)
-        grads = gradients_as_ssd({k: v.grad for k, v in leaves.items()},
-                                 {"x": inputs["x"].shape})
-        return seconds, out, grads
-    # the reference gets float64 copies (it computes in float64 anyway), so that it returns
-    # unrounded values to compare against
-    dtype = torch.float64 if name == "ssd_ref" else None
-    leaves = {k: v.detach().to(dtype).requires_grad_() for k, v in inputs.items()}
-    args = [leaves[k] for k in ("x", "dt", "A", "B", "C")]
-    rest = {k: leaves[k] for k in ("D", "z", "dt_bias")}
-    start = time.perf_counter()
-    if name == "ssd_scan":
-        out = ssd_scan(*args, **rest, chunk_size=chunk_size)
+
+        def forward_backward():
+            out = selective_scan(*args, **rest, delta_softplus=True, backend="cpu")
+            out.backward(cotangent.reshape(out.shape[0], out.shape[2], -1).transpose(1, 2))
+            return out.detach()
+
+        def finish(out):
+            batch, length, heads, head_dim = inputs["x"].shape
+            out = out.transpose(1, 2).reshape(batch, length, heads, head_dim)
+            return out, gradients_as_ssd({k: v.grad for k, v in leaves.items()},
+                                         {"x": inputs["x"].shape})
     else:
-        out = ssd_ref(*args, **rest)
-    out.backward(cotangent.to(out.dtype))
-    seconds = time.perf_counter() - start
-    return seconds, out.detach(), {k: v.grad for k, v in leaves.items()}
+        # the reference gets float64 copies (it computes in float64 anyway), so that it
+        # returns unrounded values to compare against
+        dtype = torch.float64 if name == "ssd_ref" else None
+        leaves = {k: v.detach().to(dtype).requires_grad_() for k, v in inputs.items()}
+        args = [leaves[k] for k in ("x", "dt", "A", "B", "C")]
+        rest = {k: leaves[k] for k in ("D", "z", "dt_bias")}
+
+        def forward_backward():
+            if name == "ssd_scan":
+                out = ssd_scan(*args, **rest, chunk_size=chunk_size)
+            else:
+                out = ssd_ref(*args, **rest)
+            out.backward(cotangent.to(out.dtype))
+            return out.detach()
+
+        def finish(out):
+            return out, {k: v.grad for k, v in leaves.items()}
+
+    def call():
+        for leaf in leaves.values():  # the previous round's gradients: no accumulation
+            leaf.grad = None
+        return forward_backward()
+
+    return Prepared(call, finish)
 
 
 def relative_difference(got, want):
@@ -159,30 +181,29 @@ def main(argv=None) -> dict:
     shape = dict(QUICK if args.quick else FULL)
     repeats = 1 if args.quick else args.repeats
     reference_repeats = min(args.reference_repeats, repeats)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-        numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     load_before = os.getloadavg()
     chunk_size = shape.pop("chunk_size")
     inputs = make_inputs(**shape)
     cotangent = torch.randn(inputs["x"].shape, generator=torch.Generator().manual_seed(1))
 
-    tiny = make_inputs(1, 8, 2, 2, 4, 1)  # compile numba, warm the allocators: untimed
-    for name in ("ssd_scan", "selective_scan"):
-        step(name, tiny, torch.ones_like(tiny["x"]), 4)
-    step("ssd_scan", inputs, cotangent, chunk_size)
-    step("selective_scan", inputs, cotangent, chunk_size)
-
-    times = {"ssd_scan": [], "selective_scan": [], "ssd_ref": []}
-    results = {}
-    for round_ in range(repeats):
-        names = ["ssd_scan", "selective_scan"] + (["ssd_ref"] if round_ < reference_repeats
-                                                  else [])
-        for name in names:
-            seconds, out, grads = step(name, inputs, cotangent, chunk_size)
-            times[name].append(seconds)
-            results[name] = (out, grads)
+    with fixed_threads(args.threads or None):
+        threads = {"torch": torch.get_num_threads(), "numba": numba.get_num_threads()}
+        tiny = make_inputs(1, 8, 2, 2, 4, 1)  # compile numba, warm the allocators: untimed
+        for name in ("ssd_scan", "selective_scan"):
+            prepare(name, tiny, torch.ones_like(tiny["x"]), 4).call()
+        paths = {name: prepare(name, inputs, cotangent, chunk_size)
+                 for name in ("ssd_scan", "selective_scan", "ssd_ref")}
+        paths["ssd_scan"].call()
+        paths["selective_scan"].call()
+        # the slow reference joins only the first rounds
+        first = interleaved({name: path.call for name, path in paths.items()},
+                            repeats=reference_repeats)
+        rest = interleaved({name: paths[name].call for name in ("ssd_scan", "selective_scan")},
+                           repeats=repeats - reference_repeats)
     load_after = os.getloadavg()
+    times = {name: first.times[name] + rest.times.get(name, []) for name in paths}
+    results = {name: paths[name].finish({**first.results, **rest.results}[name])
+               for name in paths if times[name]}
 
     seconds = {name: float(np.median(t)) for name, t in times.items() if t}
     # the fastest round of each: what the code costs with the least interference from other
@@ -193,7 +214,7 @@ def main(argv=None) -> dict:
     result.update({
         "shape": {**shape, "chunk_size": chunk_size, "dtype": "float32",
                   "options": ["D [heads]", "z", "dt_bias", "dt_softplus"]},
-        "threads": {"torch": torch.get_num_threads(), "numba": numba.get_num_threads()},
+        "threads": threads,
         "torch": torch.__version__, "numba": numba.__version__,
         "load_average_1_5_15min": {"before": [round(v, 2) for v in load_before],
                                    "after": [round(v, 2) for v in load_after]},
@@ -235,6 +256,19 @@ def main(argv=None) -> dict:
           f"ssd_scan vs selective_scan {diff['ssd_scan_vs_selective_scan']['output']:.1e}")
     write(result, args.out)
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's row of the results table."""
+    shape, t = result["shape"], result["seconds_forward_backward"]
+    label = (f"SSD scan (LaMO) fwd+bwd, batch {shape['batch']}, L {shape['length']}, "
+             f"{shape['heads']} heads × {shape['head_dim']}, state {shape['state']}, "
+             f"{result['threads']['torch']} thread")
+    return [table_row(label, f"{t['ssd_scan'] * 1e3:.0f} ms (chunked, PyTorch)",
+                      f"{t['selective_scan'] * 1e3:.0f} ms (our numba S6 scan, same "
+                      f"recurrence); {t['ssd_ref']:.2f} s (loop reference)",
+                      f"**{result['speedup_vs_selective_scan']:.1f}x** / "
+                      f"{result['speedup_vs_reference']:.0f}x", when(result))]
 
 
 if __name__ == "__main__":

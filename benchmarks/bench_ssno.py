@@ -5,31 +5,26 @@ batch 32, float32, one training step's forward and backward with ``s4d_backend="
 ``"reference"`` on the same weights and inputs, alternating, medians of ``--repeats`` rounds.
 The two outputs are compared too (they compute the same function).
 
-    python benchmarks/bench_ssno.py          # writes benchmarks/results/ssno.json
+    python -m benchmarks.bench_ssno          # writes benchmarks/results/ssno.json
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+from benchmarks.common import RESULTS, header, interleaved, table_row, when, write
 
 
-def step_seconds(model, x):
-    start = time.perf_counter()
+def step(model, x):
+    """One forward + backward; the output, detached."""
+    model.zero_grad(set_to_none=True)  # the previous round's gradients: no accumulation
     out = model(x)
     out.square().mean().backward()
-    seconds = time.perf_counter() - start
-    model.zero_grad(set_to_none=True)
-    return seconds, out.detach()
+    return out.detach()
 
 
 def main(argv=None) -> dict:
@@ -49,15 +44,10 @@ def main(argv=None) -> dict:
     models["reference"].load_state_dict(models["fft"].state_dict())
     config = models["fft"].config
     x = torch.randn(args.batch, config.window, config.in_channels, *config.grid)
-    for model in models.values():  # warm-up outside the timing
-        step_seconds(model, x)
-    times = {name: [] for name in models}
-    outputs = {}
-    for _ in range(args.repeats):
-        for name, model in models.items():
-            seconds, outputs[name] = step_seconds(model, x)
-            times[name].append(seconds)
-    ratios = np.array(times["reference"]) / np.array(times["fft"])
+    timings = interleaved({name: lambda m=model: step(m, x) for name, model in models.items()},
+                          repeats=args.repeats, warmup=1)
+    outputs = timings.results
+    ratios = timings.ratios("reference", "fft")
     difference = float((outputs["fft"] - outputs["reference"]).abs().max()
                        / outputs["reference"].abs().max())
     result = header("ssno_s4d")
@@ -65,7 +55,7 @@ def main(argv=None) -> dict:
         "model": {"preset": "ks", "parameters": parameter_count(models["fft"]),
                   "batch": args.batch, "grid": list(config.grid), "window": config.window},
         "threads": torch.get_num_threads(),
-        "seconds_per_step": {name: float(np.median(t)) for name, t in times.items()},
+        "seconds_per_step": timings.medians(),
         "speedup": float(np.median(ratios)), "speedups": ratios.round(2).tolist(),
         "max_relative_difference": difference})
     s = result["seconds_per_step"]
@@ -74,6 +64,16 @@ def main(argv=None) -> dict:
           f"{result['speedup']:.0f}x; outputs agree to {difference:.1e}")
     write(result, args.out)
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's row of the results table."""
+    s, m = result["seconds_per_step"], result["model"]
+    return [table_row(f"SS-NO ks preset, train step (fwd+bwd), batch {m['batch']} at "
+                      f"{m['grid'][0]} points, window {m['window']}",
+                      f"{s['fft'] * 1e3:.0f} ms (S4D by FFT)",
+                      f"{s['reference']:.2f} s (loop recurrence)",
+                      f"**{result['speedup']:.0f}x**", when(result))]
 
 
 if __name__ == "__main__":

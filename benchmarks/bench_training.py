@@ -6,9 +6,9 @@ epoch per budget gets one epoch over as many training samples as the budget buys
 the budget as a hard stop too), and evaluate the test relative L2. Same data, split, batch
 size, learning rate and seed for every model.
 
-    python benchmarks/bench_training.py --task darcy --data darcy43.nc --num-test 100 \\
+    python -m benchmarks.bench_training --task darcy --data darcy43.nc --num-test 100 \\
         --budget 300 --models lamo geomano fno
-    python benchmarks/bench_training.py --task navier-stokes --data ns.nc --num-test 20 \\
+    python -m benchmarks.bench_training --task navier-stokes --data ns.nc --num-test 20 \\
         --window 10 --frames 20 --budget 300 --batch-size 2
 
 Writes ``benchmarks/results/training_<task>.json`` and the runs under ``--runs``.
@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+from benchmarks.common import RESULTS, header, portable_path, seconds, table_row, when, write
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.common import RESULTS, header, write  # noqa: E402
+#: The papers' test relative L2 after 500 epochs (LaMO, GeoMaNO, and the FNO paper's own).
+PAPERS = {"darcy": {"lamo": 0.0039, "geomano": 0.0036, "fno": 0.0108},
+          "navier-stokes": {"lamo": 0.0460, "fno": 0.1556}}
 
 
 def _test_file(data: Path, num_test: int, frames: int | None, workdir: Path) -> Path:
@@ -124,7 +123,7 @@ def main(argv=None) -> dict:
         common.update(window=args.window, horizon=1, mode="teacher-forcing")
 
     result = header(f"training_{args.task}")
-    result.update({"data": str(args.data), "budget_seconds": args.budget,
+    result.update({"data": portable_path(args.data), "budget_seconds": args.budget,
                    "settings": common, "models": {}})
     for name in args.models:
         plan = budget_plan(name, args.task, data=args.data, num_test=args.num_test,
@@ -134,31 +133,55 @@ def main(argv=None) -> dict:
         data, epochs = plan["data"], plan["epochs"]
         run = args.runs / name
         shutil.rmtree(run, ignore_errors=True)
-        started = time.perf_counter()
-        metrics = train(name, data, out=run, preset=args.task,
-                        model_overrides=overrides,
-                        config=TrainConfig(epochs=epochs, **common), progress=False,
-                        time_limit=args.budget)
-        seconds = time.perf_counter() - started
+        elapsed, metrics = seconds(lambda: train(
+            name, data, out=run, preset=args.task, model_overrides=overrides,
+            config=TrainConfig(epochs=epochs, **common), progress=False,
+            time_limit=args.budget))
         evaluation = evaluate(run, test_file)
         model, record = load_checkpoint(run)
         row = {"parameters": parameter_count(model), "model_config": record["model_config"],
                "epoch_seconds_estimate": plan["epoch_seconds_estimate"],
                "train_samples": plan["train_samples"], "epochs_planned": epochs,
                "epochs_done": metrics["epoch"],
-               "train_seconds": seconds, "final_train_loss": metrics["train_loss"],
+               "train_seconds": elapsed, "final_train_loss": metrics["train_loss"],
                "test_rel_l2": evaluation["rel_l2"]}
         if "rel_l2_per_step" in evaluation:
             row["test_rel_l2_per_step"] = evaluation["rel_l2_per_step"]
         result["models"][name] = row
         print(f"{name}: {row['parameters']:,} parameters, {metrics['epoch']}/{epochs} epochs "
-              f"in {seconds:.0f} s, test relative L2 {row['test_rel_l2']:.4f}", flush=True)
+              f"in {elapsed:.0f} s, test relative L2 {row['test_rel_l2']:.4f}", flush=True)
     rows = result["models"]
     if {"geomano", "fno"} <= set(rows):
         result["ratio_fno_over_geomano"] = rows["fno"]["test_rel_l2"] / rows["geomano"][
             "test_rel_l2"]
     write(result, out)
     return result
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table (one file, one task): each SSM surrogate
+    against the FNO at the same budget."""
+    task = result["benchmark"].removeprefix("training_")
+    models = result["models"]
+    if "fno" not in models:
+        return []
+    f = models["fno"]
+    lines = []
+    for name in ("lamo", "geomano"):
+        if name not in models:
+            continue
+        g = models[name]
+        cited = ", ".join(f"{m} {v}" for m, v in PAPERS[task].items() if m in (name, "fno"))
+        lines.append(table_row(
+            f"{task}: {name} vs FNO, {result['budget_seconds']:.0f} s CPU training each (test "
+            f"rel. L2; papers, 500 epochs: {cited})",
+            f"{g['test_rel_l2']:.4f} ({g['epochs_done']} epochs"
+            + (f" over {g['train_samples']} samples"
+               if g.get("train_samples", 0) < f.get("train_samples", 0) else "")
+            + f", {g['parameters']:,} parameters)",
+            f"{f['test_rel_l2']:.4f} ({f['epochs_done']} epochs)",
+            f"{g['test_rel_l2'] / f['test_rel_l2']:.2f}", when(result)))
+    return lines
 
 
 if __name__ == "__main__":

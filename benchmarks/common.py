@@ -1,20 +1,34 @@
-"""Shared helpers of the benchmark scripts: machine facts, timing, atomic JSON results."""
+"""What every benchmark shares: machine facts, the one timing helper, result files, table rows.
+
+Every benchmark runs from the repository root as a module (``python -m benchmarks.bench_x``),
+times through :func:`interleaved` (or :func:`seconds` for a single long run), measures errors
+with :func:`ssmpde.core.relative_l2`, writes its JSON with :func:`write` and formats its own rows
+of the results table (``benchmarks/results/table.md``) with :func:`table_row` and :func:`when`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
+import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ssmpde.data import atomic_path
 
 RESULTS = Path(__file__).parent / "results"
+#: The repository root: committed results store paths relative to it (see :func:`portable_path`).
+REPO = Path(__file__).resolve().parents[1]
 
 
 def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -37,15 +51,150 @@ def header(name: str) -> dict:
             "versions": {"ssmpde": ssmpde.__version__, "numpy": np.__version__}}
 
 
-def seconds(function):
-    """(elapsed seconds, result) of one call."""
+# -- timing -----------------------------------------------------------------------------------
+def seconds(function: Callable[[], Any]) -> tuple[float, Any]:
+    """``(elapsed wall seconds, result)`` of one call of ``function``."""
     start = time.perf_counter()
     result = function()
     return time.perf_counter() - start, result
 
 
+def cuda_seconds(function: Callable[[], Any]) -> tuple[float, Any]:
+    """``(elapsed GPU seconds, result)`` of one call, between two CUDA events.
+
+    The events are queued on the current stream, so the figure is the GPU time from the call's
+    first kernel to its last, without the host's wait for the device afterwards.
+    """
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    result = function()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3, result
+
+
+@contextlib.contextmanager
+def fixed_threads(count: int | None) -> Iterator[None]:
+    """Run the block on ``count`` numba and torch threads, then restore the previous counts.
+
+    ``None`` changes nothing. numba's count is capped at ``NUMBA_NUM_THREADS`` (its pool size);
+    torch's is set only when torch is loaded (a process without torch has no torch threads).
+    """
+    if count is None:
+        yield
+        return
+    import numba
+
+    torch = sys.modules.get("torch")
+    previous = numba.get_num_threads(), torch.get_num_threads() if torch else None
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    if torch is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous[0])
+        if torch is not None:
+            torch.set_num_threads(previous[1])
+
+
+@dataclass
+class Timings:
+    """What :func:`interleaved` measured: every round's seconds per call, the last results."""
+
+    times: dict[str, list[float]] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def medians(self) -> dict[str, float]:
+        """The median seconds of each call."""
+        import numpy as np
+
+        return {name: float(np.median(t)) for name, t in self.times.items() if t}
+
+    def ratios(self, numerator: str, denominator: str):
+        """Per round, ``numerator``'s seconds over ``denominator``'s: array ``[rounds]``."""
+        import numpy as np
+
+        return np.array(self.times[numerator]) / np.array(self.times[denominator])
+
+
+def interleaved(calls: Mapping[str, Callable[[], Any]], *, repeats: int, warmup: int = 0,
+                threads: int | None = None,
+                clock: Callable[[Callable[[], Any]], tuple[float, Any]] = seconds) -> Timings:
+    """Time several calls in alternating rounds: the benchmarks' one timing loop.
+
+    Each round calls every entry of ``calls`` once, in order. Shared machines drift (other
+    jobs, frequency scaling), so alternating makes each ratio compare runs taken seconds
+    apart; report medians (:meth:`Timings.medians`) and the per-round ratios
+    (:meth:`Timings.ratios`).
+
+    Parameters
+    ----------
+    calls : mapping of str to callable
+        Name → a function of no arguments (one forward + backward, one trajectory, ...).
+    repeats : int
+        Rounds timed.
+    warmup : int
+        Untimed calls of each entry first (numba compilation, FFT plans, autotuning,
+        allocator warm-up), all of one entry before the next.
+    threads : int, optional
+        numba and torch threads during the warm-up and the rounds (see
+        :func:`fixed_threads`); by default the counts are left as they are.
+    clock : callable
+        ``clock(function) -> (seconds, result)``: :func:`seconds` (wall clock) or
+        :func:`cuda_seconds` (CUDA events).
+
+    Returns
+    -------
+    Timings
+        ``times[name]``: the seconds of each round; ``results[name]``: the last round's result.
+
+    Example
+    -------
+    >>> timings = interleaved({"a": lambda: sum(range(100)), "b": lambda: 4950}, repeats=3)
+    >>> len(timings.times["a"]), timings.results["b"]
+    (3, 4950)
+    """
+    timings = Timings({name: [] for name in calls})
+    with fixed_threads(threads):
+        for call in calls.values():
+            for _ in range(warmup):
+                call()
+        for _ in range(repeats):
+            for name, call in calls.items():
+                elapsed, timings.results[name] = clock(call)
+                timings.times[name].append(elapsed)
+    return timings
+
+
+# -- results ----------------------------------------------------------------------------------
 def write(result: dict, path: Path) -> None:
     """Write ``result`` as JSON through a temporary name (no half-written file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(result, indent=2))
+
+
+def portable_path(path: str | os.PathLike, start: str | os.PathLike = REPO) -> str:
+    """``path`` as a result file stores it: relative to ``start`` (the repository by default),
+    or its name alone when it lies outside ``start``.
+
+    A machine's own folders (``/tmp/...``, a home directory) say nothing to a reader of a
+    committed result and would differ on every machine that reruns it.
+    """
+    path, start = Path(path).resolve(), Path(start).resolve()
+    return path.relative_to(start).as_posix() if path.is_relative_to(start) else path.name
+
+
+def when(result: dict) -> str:
+    """The results table's "measured" cell: the date and the machine of a result."""
+    machine = result.get("machine", {})
+    cpu = machine.get("processor") or "CPU"
+    return f"{result['date'][:10]}, {machine.get('cpus', '?')} × {cpu}"
+
+
+def table_row(*cells: str) -> str:
+    """One Markdown row of the results table (benchmark, ssmpde, reference, ratio, measured)."""
+    return "| " + " | ".join(cells) + " |"

@@ -7,7 +7,7 @@ minutes. This script compiles the same sources with the same nvcc flags as mamba
 weight instantiations of the backward, which the benchmark never calls, are left out by
 dropping the complex branch of the weight-type dispatch. The kernels themselves are untouched.
 
-    python benchmarks/gpu/build_mamba_ssm.py mamba_ssm-2.3.2.post1.tar.gz --out /tmp/mamba
+    python -m benchmarks.gpu.build_mamba_ssm mamba_ssm-2.3.2.post1.tar.gz --out /tmp/mamba
 
 Afterwards ``PYTHONPATH=/tmp/mamba/src:/tmp/mamba/build`` makes ``import mamba_ssm`` and its
 ``selective_scan_fn`` work (the Python package from the source distribution, the extension

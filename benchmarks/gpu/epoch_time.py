@@ -5,17 +5,25 @@ relative-L2 loss at 85². Random inputs cost the same as real ones, so this meas
 epoch time without a dataset (the paper reports 23.98 s/epoch and 1.17 s inference); the
 accuracy needs the full run (``benchmarks/gpu/session.sh train``).
 
-    python benchmarks/gpu/epoch_time.py
+    python -m benchmarks.gpu.epoch_time
 """
 
-import time
+from __future__ import annotations
+
+import argparse
 
 import torch
 
+from benchmarks.common import cuda_seconds, interleaved
 from ssmpde.surrogates import build_model
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=2, help="epochs timed")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU")
     torch.manual_seed(0)
     model = build_model("geomano", preset="darcy").cuda()
     print("parameters", sum(p.numel() for p in model.parameters()))
@@ -30,23 +38,24 @@ def main() -> None:
 
     for _ in range(10):  # compile the kernels, warm the allocator
         step()
-    for _ in range(2):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
+
+    def epoch():
         for _ in range(250):
             step()
-        torch.cuda.synchronize()
-        print(f"seconds for 250 training steps (one epoch of 1000 at batch 4): "
-              f"{time.perf_counter() - start:.2f}", flush=True)
+
+    for seconds in interleaved({"epoch": epoch}, repeats=args.epochs,
+                               clock=cuda_seconds).times["epoch"]:
+        print(f"seconds for 250 training steps (one epoch of 1000 at batch 4): {seconds:.2f}")
     model.eval()
-    with torch.no_grad():
-        inputs = torch.randn(200, 1, 85, 85, device="cuda")
-        torch.cuda.synchronize()
-        start = time.perf_counter()
+    inputs = torch.randn(200, 1, 85, 85, device="cuda")
+
+    @torch.no_grad()
+    def inference():
         for i in range(0, 200, 4):
             model(inputs[i:i + 4])
-        torch.cuda.synchronize()
-        print(f"inference, 200 samples at batch 4: {time.perf_counter() - start:.2f} s")
+
+    seconds, _ = cuda_seconds(inference)
+    print(f"inference, 200 samples at batch 4: {seconds:.2f} s")
     print(f"peak GPU memory: {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
 
 

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # The GPU checks of ssmpde, as run on a lent CUDA machine without network (see the README's
-# "Benchmarks"). Each step logs to $LOGS (default /tmp/ssmpde-gpu); long steps run detached so
-# that a later call can collect them.
+# "Benchmarks"), from the repository root. The long steps run detached, so that a later call
+# can collect them, and log to $LOGS (default /tmp/ssmpde-gpu): the mamba-ssm build
+# (mamba_build.log), the training (train.log); the tuning sweep writes its result there
+# (tune.json). The other steps print to the terminal.
 #
 #   bash benchmarks/gpu/session.sh setup    # carried wheels; start the mamba-ssm build detached
 #   bash benchmarks/gpu/session.sh data     # Darcy data: 1000 + 200 FNO samples at 85²
 #   bash benchmarks/gpu/session.sh test     # kernel tests compiled on CUDA (tests/kernels)
 #   bash benchmarks/gpu/session.sh tune S   # sweep the 1D scan's tuning for S seconds
-#   bash benchmarks/gpu/session.sh bench    # benchmarks/bench_scan.py --gpu (waits for the build;
-#                                           # with the tune step's best setting if it ran)
+#   bash benchmarks/gpu/session.sh bench    # python -m benchmarks.bench_scan --gpu (waits for
+#                                           # the build; with the tune step's best setting if
+#                                           # it ran)
 #   bash benchmarks/gpu/session.sh train N  # GeoMaNO Darcy preset, N epochs, detached
 #   bash benchmarks/gpu/session.sh wait S   # wait up to S seconds for the training; summarise
+#
+# The training's figures then go to benchmarks/results/training_darcy_gpu.json with
+#
+#   python -m benchmarks.gpu.training_result /tmp/run-geomano-darcy/metrics.jsonl --device NAME
 #
 # Wheels for packages the machine lacks (netCDF4, cftime, pyFFTW; dask, partd, locket for
 # writing datasets) and mamba-ssm's source distribution travel in .whl/; fetch them on a machine
@@ -20,7 +27,8 @@
 set -u
 LOGS=${LOGS:-/tmp/ssmpde-gpu}
 mkdir -p "$LOGS"
-export PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build:$PWD
+# the carried wheels and mamba-ssm; ssmpde and benchmarks import from the working directory
+export PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build
 export PYTHONUNBUFFERED=1
 step=${1:?usage: session.sh wheels|setup|data|test|tune S|bench|train N|wait S}
 
@@ -40,7 +48,7 @@ setup)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c "import torch, triton, numba, xarray, netCDF4; print('torch', torch.__version__, \
 'cuda', torch.version.cuda, 'triton', triton.__version__, 'numba', numba.__version__)"
-    setsid nohup python3 benchmarks/gpu/build_mamba_ssm.py .whl/mamba_ssm-*.tar.gz \
+    setsid nohup python3 -m benchmarks.gpu.build_mamba_ssm .whl/mamba_ssm-*.tar.gz \
         --out /tmp/mamba >"$LOGS/mamba_build.log" 2>&1 &
     ;;
 data)
@@ -61,11 +69,11 @@ tune|bench)
     done
     tail -3 "$LOGS/mamba_build.log"
     if [ "$step" = tune ]; then
-        python3 benchmarks/gpu/tune_scan.py --budget "${2:-240}" --out "$LOGS/tune.json"
+        python3 -m benchmarks.gpu.tune_scan --budget "${2:-240}" --out "$LOGS/tune.json"
     else
         tuning=()
         [ -f "$LOGS/tune.json" ] && tuning=(--tuning "$LOGS/tune.json")
-        python3 benchmarks/bench_scan.py --gpu --repeats ${REPEATS:-20} "${tuning[@]}"
+        python3 -m benchmarks.bench_scan --gpu --repeats ${REPEATS:-20} "${tuning[@]}"
     fi
     ;;
 train)

@@ -7,8 +7,8 @@ forward's, with the forward at its best setting for that chunk). mamba-ssm's
 every line also gives the ratio a user cares about. The result is the setting to write into
 ``ssmpde.kernels.scan_triton.TUNING`` and ``DEFAULT_CHUNK_SIZE``.
 
-    PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build:. \\
-        python benchmarks/gpu/tune_scan.py --budget 240 --out /tmp/tune.json
+    PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build \\
+        python -m benchmarks.gpu.tune_scan --budget 240 --out /tmp/tune.json
 
 Settings that fail to compile (register or shared-memory limits) are reported and skipped.
 """
@@ -18,26 +18,22 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from benchmarks.bench_scan import (cuda_call, cuda_seconds, gpu_inputs_1d,  # noqa: E402
-                                   mamba_selective_scan)
-from ssmpde.kernels import scan_triton  # noqa: E402
+from benchmarks.bench_scan import cuda_call, gpu_inputs_1d, mamba_selective_scan
+from benchmarks.common import cuda_seconds, interleaved
+from ssmpde.kernels import scan_triton
 
 SHAPES = {"mamba": (4, 1536, 16, 2048), "geomano_latent": (4, 128, 16, 289)}
 
 
 def median_seconds(call, repeats, warmup=2):
-    for _ in range(warmup):
-        call()
-    return float(np.median([cuda_seconds(call) for _ in range(repeats)]))
+    """Median CUDA-event seconds of ``call`` over ``repeats`` rounds after ``warmup``."""
+    return interleaved({"call": call}, repeats=repeats, warmup=warmup,
+                       clock=cuda_seconds).medians()["call"]
 
 
 def triton_call(inputs, chunk, backward):

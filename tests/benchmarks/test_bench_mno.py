@@ -32,6 +32,9 @@ def test_bench_mno_trains_two_tiny_models_and_writes_the_table(tmp_path, capsys)
                             + [arg for option in options for arg in ("--model-option", option)])
     written = json.loads(out.read_text())
     assert written["models"].keys() == {"galerkin-mamba", "galerkin-attention"}
+    assert written["data"] == "darcy.nc"  # outside the repository: the name, not /tmp/...
+    (row,) = bench_mno.rows(written)  # the table's row: mamba against attention
+    assert row.startswith("| MNO galerkin on pdebench-like Darcy 64², mamba vs attention")
     assert written["table"] == result["table"]
     assert written["table"] in capsys.readouterr().out
     for row in written["models"].values():

@@ -39,4 +39,5 @@ def test_bench_hybrid_quick(tmp_path):
     quality = result["problems"]["ks"]["indicators"]["indicators"]
     assert set(quality) == {"residual", "coarse"}
     assert (tmp_path / "pareto_ks.png").stat().st_size > 10_000
+    assert result["problems"]["ks"]["figure"] == "pareto_ks.png"  # outside the repository
     assert result["problems"]["ks"]["verdict"]

@@ -1,0 +1,1 @@
+"""The GPU session's scripts: run on a CUDA machine, from the repository root, by ``session.sh``."""

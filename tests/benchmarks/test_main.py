@@ -1,0 +1,91 @@
+"""``python -m benchmarks``: the results table, collected from each benchmark's own rows, and
+every benchmark module runs as ``python -m benchmarks.MODULE`` from the repository root."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+#: Every module under benchmarks/, as ``python -m`` names it.
+MODULES = sorted(
+    ".".join(path.relative_to(REPO).with_suffix("").parts)
+    for path in (REPO / "benchmarks").rglob("*.py")
+    if path.name != "__init__.py" and ".cache" not in path.parts)
+
+# One interpreter runs every module with --help, as ``python -m`` would (runpy, the working
+# directory first on sys.path, no PYTHONPATH): cheap, and a module that needs a sys.path edit
+# to import fails here.
+HELP = """
+import contextlib, io, json, runpy, sys
+report = {}
+for name in sys.argv[1:]:
+    sys.argv = [name, "--help"]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
+        code = "returned"
+    except SystemExit as stop:
+        code = stop.code
+    except Exception as error:
+        code = f"{type(error).__name__}: {error}"
+    report[name] = {"code": code, "output": out.getvalue()}
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def helps():
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", HELP, *MODULES], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_module_runs_with_python_dash_m(helps, module):
+    report = helps[module]
+    source = (REPO / Path(*module.split("."))).with_suffix(".py").read_text()
+    if 'if __name__ == "__main__":' in source:
+        assert report["code"] == 0, report
+        assert "usage:" in report["output"] and "--help" in report["output"]
+    else:  # a library module (common): it imports
+        assert report["code"] == "returned", report
+
+
+def test_no_module_edits_sys_path():
+    for module in MODULES:
+        source = (REPO / Path(*module.split("."))).with_suffix(".py").read_text()
+        assert "sys.path" not in source, module
+    session = (REPO / "benchmarks" / "gpu" / "session.sh").read_text()
+    assert "python3 benchmarks/" not in session  # the GPU session runs them as modules too
+
+
+def test_results_table_has_a_row_per_result_with_date_and_machine():
+    from benchmarks.__main__ import table
+
+    text = table()
+    lines = text.splitlines()
+    assert lines[0].startswith("| benchmark | ssmpde | reference | ratio | measured |")
+    assert any("2D scan" in line for line in lines) and any("Darcy" in line for line in lines)
+    assert all(line.count("|") == 6 for line in lines)
+
+
+def test_committed_table_is_the_one_the_committed_results_give():
+    from benchmarks.__main__ import FOOTER, TABLE, table
+
+    assert TABLE.read_text() == f"{table()}\n\n{FOOTER}\n"
+
+
+def test_each_section_module_formats_its_rows():
+    import importlib
+
+    from benchmarks.__main__ import SECTIONS
+
+    for name, module in SECTIONS:
+        assert callable(importlib.import_module(module).rows), (name, module)
