@@ -29,7 +29,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS, header, portable_path, write
+from benchmarks.common import REPO, RESULTS, header, portable_path, when, write
 
 CACHE = REPO / "benchmarks" / ".cache" / "hybrid"
 IMAGES = REPO / "docs" / "images"
@@ -100,8 +100,7 @@ def markdown(result: dict) -> str:
         rows = problem["rows"]
         fine = next(r for r in rows if r["schedule"] == "solver, one run")
         parts.append(f"**{problem['label']}, {problem['steps']} steps, {problem['samples']} "
-                     f"trajectories** ({result['date'][:10]}, {result['machine']['cpus']} × "
-                     f"{result['machine']['processor']}; parareal on {result['workers']} "
+                     f"trajectories** ({when(result)}; parareal on {result['workers']} "
                      "dask workers)\n")
         parts.append(table(rows, fine["seconds"]))
         quality = problem["indicators"]
