@@ -33,10 +33,43 @@ def test_site_builds_strictly(tmp_path):
         assert f'id="ssmpde.solvers.{module.stem}"' in api, module.stem
 
 
+def _nav_pages(entry):
+    """Every page path of an mkdocs ``nav`` entry (a path, a ``{title: entry}`` or a list)."""
+    if isinstance(entry, str):
+        return [entry]
+    if isinstance(entry, dict):
+        return [page for value in entry.values() for page in _nav_pages(value)]
+    return [page for item in entry for page in _nav_pages(item)]
+
+
 def test_every_page_is_in_the_navigation():
     # mkdocs only logs a page missing from `nav` (even with --strict): it would be built but
     # unreachable from the menu.
-    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    listed = set(_nav_pages(config["nav"]))
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
-    missing = [page for page in pages if page not in config]
+    missing = [page for page in pages if page not in listed]
     assert not missing, f"add these pages to the nav of mkdocs.yml: {missing}"
+
+
+def test_docstring_markup_becomes_markdown():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rst_docstrings",
+                                                  DOCS / "hooks" / "rst_docstrings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = ("See :class:`~ssmpde.solvers.Darcy` and :func:`ssmpde.kernels.selective_scan`.\n\n"
+            ".. math:: a_k = s^d\n"
+            "          \\sqrt{2}\n\n"
+            "With :math:`\\tau > 0`.\n\n"
+            ">>> 1 + 1\n2\n\n"
+            "Examples\n--------\n>>> 2 + 2\n4\n")
+    assert module.markdown_docstring(text).splitlines() == [
+        "See `Darcy` and `ssmpde.kernels.selective_scan`.", "",
+        "$$", "a_k = s^d", "\\sqrt{2}", "$$", "",
+        "With $\\tau > 0$.", "",
+        "```python", ">>> 1 + 1", "2", "```", "",
+        "Examples", "--------", ">>> 2 + 2", "4"]

@@ -2,8 +2,9 @@
 
 Two markers, each alone on its line:
 
-* ``<!-- api-modules: PACKAGE -->`` becomes the package's own docstring followed by one
-  mkdocstrings block per public module and subpackage found on disk, in alphabetical order. The
+* ``<!-- api-modules: PACKAGE -->`` becomes the package's docstring and the names its
+  ``__init__`` defines, followed by one mkdocstrings block per public module and subpackage
+  found on disk, in alphabetical order. The
   API pages list no module by hand: a module that is added, split or moved appears in the
   reference at the next build, and one that vanishes cannot leave a dangling ``:::`` behind.
 * ``<!-- examples -->`` becomes one section per script in ``examples/``: its docstring's first
@@ -35,13 +36,29 @@ def _public_children(package: str) -> list[tuple[str, bool]]:
     return children
 
 
+def _defined_in(init: Path) -> list[str]:
+    """Public functions, classes and variables defined (not imported) in ``init``."""
+    names = []
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return [n for n in dict.fromkeys(names) if not n.startswith("_")]
+
+
 def _api_blocks(match: re.Match) -> str:
     name = match.group(1)
-    if not ROOT.joinpath(*name.split(".")).is_dir():  # a plain module: the whole of it
+    folder = ROOT.joinpath(*name.split("."))
+    if not folder.is_dir():  # a plain module: the whole of it
         return f"::: {name}\n"
-    # The package contributes its docstring only: its public names are re-exports of the
-    # modules below, which document them where they are defined.
-    blocks = [f"::: {name}\n    options:\n      members: false\n      show_root_heading: false\n"]
+    # The package shows its docstring and what its __init__ defines itself; the names it
+    # re-exports are documented once, in the modules below that define them.
+    own = _defined_in(folder / "__init__.py")
+    members = "[" + ", ".join(own) + "]" if own else "false"
+    blocks = [f"::: {name}\n    options:\n      members: {members}\n"
+              f"      show_root_heading: false\n"]
     for child, is_package in _public_children(name):
         options = "\n    options:\n      show_submodules: true" if is_package else ""
         blocks.append(f"::: {child}{options}\n")
