@@ -73,13 +73,9 @@ class KuramotoSivashinskyConfig:
     dealias: bool = True
 
     def __post_init__(self) -> None:
-        check_config(self, positive=("domain_length",), maximum=MAX_RESOLUTION)
+        check_config(self, positive=("domain_length",), maximum=MAX_RESOLUTION,
+                     initial_conditions=INITIAL_CONDITIONS)
         check_ranged("viscosity", self.viscosity)
-        if self.initial_condition not in INITIAL_CONDITIONS:
-            raise ValueError(f"unknown initial_condition {self.initial_condition!r}; choose "
-                             f"one of {INITIAL_CONDITIONS}")
-        if isinstance(self.lmax, bool) or not isinstance(self.lmax, int) or self.lmax < 2:
-            raise ValueError(f"lmax must be an integer >= 2, got {self.lmax!r}")
 
     @property
     def random_viscosity(self) -> bool:

@@ -59,13 +59,23 @@ def check_grid(resolution: Any, simulation_resolution: Any, maximum: int = MAX_R
 
 
 def check_config(config: Any, *, positive: Sequence[str] = (),
-                 maximum: int = MAX_RESOLUTION) -> None:
+                 maximum: int = MAX_RESOLUTION,
+                 initial_conditions: Sequence[str] | None = None) -> None:
     """The checks every semilinear config shares (ValueError naming the field).
 
     Grids (:func:`check_grid`), ``dealias`` a bool, ``final_time``, ``record_interval``,
     ``time_step`` and the fields named in ``positive`` positive and finite, whole numbers of
-    record intervals and of time steps per record.
+    record intervals and of time steps per record. With ``initial_conditions``, the config's
+    ``initial_condition`` is one of them and its ``lmax`` (of :func:`sine_series`) an
+    integer >= 2.
     """
+    if initial_conditions is not None:
+        if config.initial_condition not in initial_conditions:
+            raise ValueError(f"unknown initial_condition {config.initial_condition!r}; choose "
+                             f"one of {tuple(initial_conditions)}")
+        lmax = config.lmax
+        if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 2:
+            raise ValueError(f"lmax must be an integer >= 2, got {lmax!r}")
     check_grid(config.resolution, config.simulation_resolution, maximum)
     if not isinstance(config.dealias, (bool, np.bool_)):
         raise ValueError(f"dealias must be True or False, got {config.dealias!r}")
@@ -225,6 +235,11 @@ class SemilinearSolver1D(TimeDependentSolver):
         u = frames[:, 0]
         rhs = flux * np.fft.rfft(u ** 2) + self.linear(n, resolved) * np.fft.rfft(u)
         return np.fft.irfft(rhs, n)[:, None]
+
+    def divergence_hint(self) -> str:
+        return (f"time_step {self.config.time_step:g} is too large for the explicit flux: keep "
+                "time_step * b * max|u| * 2 pi N / (3 L) (b the flux coefficient) well below "
+                "10, about 0.3 for accuracy, or raise the resolution")
 
     # -- dataset ---------------------------------------------------------------------------
     def extra_variables(self) -> dict[str, VariableSpec]:

@@ -155,7 +155,7 @@ class RealFFT:
     -------
     >>> fft = RealFFT((3,), 16)
     >>> fft.real[...] = 1.0
-    >>> fft.forward()
+    >>> spectrum = fft.forward()
     >>> float(fft.spectral[0, 0, 0].real)
     256.0
     """

@@ -160,3 +160,34 @@ def test_bad_names_and_parameters():
         solver.step(history)
     with pytest.raises(ValueError, match="viscosity must be positive"):
         solver.step(history, parameters={"viscosity": [0.1, -0.1]})
+
+
+def test_restarts_keep_the_etdrk4_operator(monkeypatch):
+    # A hybrid rollout restarts the solver every step: the contour coefficients (dearer than a
+    # record interval of steps) are computed once per batch size and operator, and a restart
+    # gives the numbers a fresh solver gives.
+    from ssmpde.solvers import spectral
+
+    calls = []
+    original = spectral.etdrk4_coefficients
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(spectral, "etdrk4_coefficients", counting)
+    options = dict(resolution=32, simulation_resolution=32, viscosity=(0.05, 0.1),
+                   final_time=0.02, record_interval=0.01, time_step=0.005)
+    solver = Burgers1D(**options)
+    history = solver.sample_inputs(0, [0, 1])["initial"][:, None]
+    viscosity = {"viscosity": np.array([0.05, 0.07])}
+    first = solver.step(history, parameters=viscosity)
+    assert len(calls) == 2  # one contour evaluation per distinct viscosity
+    again = solver.step(history, parameters=viscosity)
+    assert len(calls) == 2
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, Burgers1D(**options).step(history,
+                                                                   parameters=viscosity))
+    solver.step(history, parameters={"viscosity": np.array([0.05, 0.08])})
+    solver.step(history[:1], parameters={"viscosity": np.array([0.05])})
+    assert len(calls) == 2 + 2 + 2 + 1  # a new operator, the fresh solver's, a new batch
