@@ -42,9 +42,8 @@ def _field_help(config_cls: type) -> dict[str, str]:
 
 
 def _parse_value(text: str, annotation: Any) -> Any:
-    """Parse a flag value for a config field of the given type annotation."""
-    if isinstance(annotation, str):
-        annotation = eval(annotation, vars(typing))  # dataclass string annotations
+    """Parse a flag value for a config field of the given type annotation (resolved by
+    :func:`typing.get_type_hints`, never a string)."""
     options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) \
         else (annotation,)
     if text.lower() == "none" and type(None) in options:

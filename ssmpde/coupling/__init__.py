@@ -1,9 +1,18 @@
 """Solvers and trained surrogates as interchangeable time-steppers (the Stepper protocol of
-:mod:`ssmpde.solvers.base`), and hybrid rollouts that mix them."""
+:mod:`ssmpde.solvers.base`), and hybrid rollouts that mix them.
 
-from .hybrid import (Checks, Conditions, HybridResult, HybridRolloutError, hybrid_rollout,
-                     parse_schedule, rollout, to_dataset)
+Layers, lowest first: :mod:`~ssmpde.coupling.steps` (inputs, one step, a rollout of one
+stepper); :mod:`~ssmpde.coupling.stepper` (a checkpoint as a Stepper);
+:mod:`~ssmpde.coupling.indicators`, :mod:`~ssmpde.coupling.parareal` and
+:mod:`~ssmpde.coupling.baseline` on top of the steps; :mod:`~ssmpde.coupling.hybrid`
+(schedules) on top of those; :mod:`~ssmpde.coupling.run` (the commands) last.
+"""
+
+from ssmpde.solvers.base import Checks
+
+from .hybrid import HybridResult, HybridRolloutError, hybrid_rollout, parse_schedule, to_dataset
 from .stepper import SurrogateStepper
+from .steps import Conditions, rollout
 from .warm_start import OperatorSurrogate, warm_start
 
 __all__ = ["Checks", "Conditions", "HybridResult", "HybridRolloutError", "OperatorSurrogate",

@@ -15,6 +15,8 @@ import numpy as np
 from ssmpde.core import relative_l2
 from ssmpde.solvers.base import SolverDivergedError
 
+from .steps import stepper_inputs
+
 __all__ = ["DEFAULT_COARSENINGS", "SURROGATE_KINDS", "against_coarse", "coarse_baselines",
            "parse_coarsening", "solver_run"]
 
@@ -50,8 +52,6 @@ def solver_run(solver, history: np.ndarray, num_steps: int, *, time: float = 0.0
     """The solver on its own, as a user would run it: one continuous integration from the
     last frame of ``history`` (no restart per step), after a one-step warm-up (numba, FFT
     plans). Returns the frames ``[batch, num_steps, field, *grid]`` and the seconds."""
-    from .hybrid import stepper_inputs
-
     given = stepper_inputs(solver, parameters, time)
     start = np.asarray(history, dtype=np.float64)[:, -1]
     solver.simulate(start, 1, time=time, parameters=given)

@@ -1,4 +1,4 @@
-"""Rollouts with any Stepper, and hybrid solver–surrogate rollouts.
+"""Hybrid solver–surrogate rollouts: schedules over two steppers.
 
 A schedule says which component advances each step:
 
@@ -17,8 +17,10 @@ A schedule says which component advances each step:
   the solver as the fine propagator (:mod:`ssmpde.coupling.parareal`).
 
 States are NumPy ``[batch, window, field, *grid]`` histories, as in the Stepper protocol.
-Per-sample inputs are a mapping of arrays, or a :class:`Conditions` that also holds
-time-dependent forcing and gives each step the values at its time.
+Per-sample inputs are a mapping of arrays, or a :class:`~ssmpde.coupling.steps.Conditions`
+that also holds time-dependent forcing and gives each step the values at its time. One step
+of a stepper and a rollout of one alone live in :mod:`ssmpde.coupling.steps`. See
+``docs/hybrid.md``.
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ from ssmpde import data as schema
 from ssmpde.core import autoregressive, relative_l2
 from ssmpde.solvers.base import Checks, SolverDivergedError
 
-__all__ = ["Adaptive", "Checks", "Conditions", "HybridResult", "HybridRolloutError",
-           "Parareal", "hybrid_rollout", "parse_schedule",
-           "rollout", "to_dataset"]
+from .indicators import DEFAULT_INDICATOR, INDICATORS, make_indicator
+from .parareal import PararealInfo, parareal
+from .steps import Conditions, advance, check_history, rollout
+
+__all__ = ["Adaptive", "Checks", "HybridResult", "HybridRolloutError", "Parareal", "Plan",
+           "hybrid_rollout", "parse_schedule", "schedule_text", "to_dataset"]
 
 SOLVER, SURROGATE, FALLBACK, PARAREAL = "solver", "surrogate", "fallback", "parareal"
 
@@ -60,6 +65,10 @@ class Parareal:
     tolerance: float = 1e-6
 
 
+#: A parsed schedule, as :func:`parse_schedule` returns it.
+Plan = list[tuple[str, int]] | str | Adaptive | Parareal
+
+
 def _number(text: str, schedule: str, kind=float):
     try:
         value = kind(text)
@@ -70,7 +79,7 @@ def _number(text: str, schedule: str, kind=float):
     return value
 
 
-def parse_schedule(schedule: str) -> list[tuple[str, int]] | str | Adaptive | Parareal:
+def parse_schedule(schedule: str) -> Plan:
     """``"surrogate:4,solver:1"`` → ``[("surrogate", 4), ("solver", 1)]``; ``"solver"``,
     ``"surrogate"`` (also ``…-only``) → one-entry patterns; ``"adaptive"`` → ``"adaptive"``;
     ``"adaptive:1e-3[:coarse]"`` → :class:`Adaptive`; ``"parareal:5[:2[:1e-4]]"`` →
@@ -81,12 +90,9 @@ def parse_schedule(schedule: str) -> list[tuple[str, int]] | str | Adaptive | Pa
     head, _, rest = text.partition(":")
     if head == "adaptive":
         tolerance, _, indicator = rest.partition(":")
-        if indicator:
-            from .indicators import INDICATORS
-
-            if indicator not in INDICATORS:
-                raise ValueError(f"bad schedule {schedule!r}: unknown error indicator "
-                                 f"{indicator!r}; choose one of {', '.join(INDICATORS)}")
+        if indicator and indicator not in INDICATORS:
+            raise ValueError(f"bad schedule {schedule!r}: unknown error indicator "
+                             f"{indicator!r}; choose one of {', '.join(INDICATORS)}")
         return Adaptive(_number(tolerance, schedule), indicator or None)
     if head == "parareal":
         parts = rest.split(":") if rest else []
@@ -114,6 +120,25 @@ def parse_schedule(schedule: str) -> list[tuple[str, int]] | str | Adaptive | Pa
     return pattern
 
 
+def schedule_text(plan: Plan) -> str:
+    """The schedule text of a parsed schedule, for labels and messages: parsing it gives a
+    schedule that runs the same (``Parareal(4, None, 1e-3)`` reads
+    ``"parareal:4:4:0.001"``, the iterations made explicit)."""
+    if isinstance(plan, str):
+        return plan
+    if isinstance(plan, Adaptive):
+        return f"adaptive:{plan.tolerance!r}" + (f":{plan.indicator}" if plan.indicator else "")
+    if isinstance(plan, Parareal):
+        text = f"parareal:{plan.slices}"
+        if plan.iterations is not None or plan.tolerance != Parareal.tolerance:
+            iterations = plan.slices if plan.iterations is None else plan.iterations
+            text += f":{iterations}"
+        if plan.tolerance != Parareal.tolerance:
+            text += f":{plan.tolerance!r}"
+        return text
+    return ",".join(f"{name}:{count}" for name, count in plan)
+
+
 def _pattern_component(pattern: list[tuple[str, int]], step: int) -> str:
     period = sum(count for _, count in pattern)
     position = step % period
@@ -122,53 +147,6 @@ def _pattern_component(pattern: list[tuple[str, int]], step: int) -> str:
             return name
         position -= count
     raise AssertionError("unreachable")
-
-
-class Conditions:
-    """Per-sample inputs of a rollout: static values and time-dependent forcing.
-
-    Parameters
-    ----------
-    static : mapping of str to array ``[batch, ...]``
-    series : mapping of str to array ``[batch, time, *grid]``, optional
-        Known forcing at ``times``; a step at time ``t`` gets the frame at ``t``.
-    times : array ``[time]``, optional
-    """
-
-    def __init__(self, static: Mapping[str, np.ndarray],
-                 series: Mapping[str, np.ndarray] | None = None, times=None) -> None:
-        self.static = dict(static)
-        self.series = dict(series or {})
-        self.times = None if times is None else np.asarray(times, dtype=np.float64)
-
-    @classmethod
-    def from_dataset(cls, ds: xr.Dataset) -> Conditions:
-        """The ``parameter`` and ``forcing`` variables of a dataset (roles), by sample, and the
-        first frame of each time-dependent state as ``name@0`` (see ``infer_task``)."""
-        roles = schema.roles_of(ds)
-        static, series = {}, {}
-        for name, role in roles.items():
-            if role in ("parameter", "forcing"):
-                target = series if schema.TIME in ds[name].dims else static
-                target[name] = np.asarray(ds[name].transpose(schema.SAMPLE, ...).values)
-            elif role == "state" and schema.TIME in ds[name].dims:
-                static[f"{name}@0"] = np.asarray(
-                    ds[name].isel({schema.TIME: 0}).transpose(schema.SAMPLE, ...).values)
-        times = ds[schema.TIME].values if series else None
-        return cls(static, series, times)
-
-    def at(self, time: float) -> dict[str, np.ndarray]:
-        """The inputs of a step whose history ends at ``time``."""
-        values = dict(self.static)
-        if self.series:
-            index = int(np.argmin(np.abs(self.times - time)))
-            spacing = np.min(np.diff(self.times)) if len(self.times) > 1 else 1.0
-            if abs(self.times[index] - time) > 1e-6 * spacing:
-                raise ValueError(f"the forcing {sorted(self.series)} is known at times "
-                                 f"{self.times[0]:g}..{self.times[-1]:g}; a step from t = "
-                                 f"{time:g} needs it there: shorten the rollout")
-            values.update({name: value[:, index] for name, value in self.series.items()})
-        return values
 
 
 class HybridRolloutError(ValueError):
@@ -213,7 +191,7 @@ class HybridResult:
     errors: np.ndarray | None = None
     reference_seconds: float | None = None
     estimates: list[float | None] | None = None
-    parareal: object | None = None
+    parareal: PararealInfo | None = None
     wall_seconds: float | None = None
 
     @property
@@ -224,70 +202,8 @@ class HybridResult:
         return counts
 
 
-def _check_history(history: np.ndarray, *steppers) -> np.ndarray:
-    history = np.asarray(history, dtype=np.float64)
-    need = max(s.window for s in steppers)
-    if history.ndim < 4 or history.shape[1] < need:
-        raise ValueError(f"history must be [batch, window >= {need}, field, *grid], got "
-                         f"{list(history.shape)}")
-    # The first stepper (the solver) advances every field; the others may advance a subset
-    # (an Euler surrogate that predicts ρ, u, v, p but not the passive tracer).
-    fields = tuple(steppers[0].fields)
-    for other in steppers[1:]:
-        extra = [f for f in other.fields if f not in fields]
-        if extra:
-            raise ValueError(f"the steppers advance different fields: {list(other.fields)} "
-                             f"has {extra}, which {list(fields)} lacks")
-    if history.shape[2] != len(fields):
-        raise ValueError(f"history has {history.shape[2]} fields; the steppers advance "
-                         f"{list(fields)}")
-    return history
-
-
-def stepper_inputs(stepper, parameters, time: float):
-    """The entries of ``parameters`` (a mapping, or a :class:`Conditions` read at ``time``)
-    that ``stepper`` takes: a solver needs viscosity and the forcing amplitudes, a surrogate
-    the forcing field. All of them for a stepper without ``parameter_names``."""
-    if isinstance(parameters, Conditions):
-        parameters = parameters.at(time)
-    names = getattr(stepper, "parameter_names", None)
-    if parameters is not None and names is not None:
-        parameters = {k: v for k, v in parameters.items() if k in names}
-    return parameters
-
-
-def _advance(stepper, window: np.ndarray, time: float, parameters,
-             fields: tuple[str, ...] | None = None) -> np.ndarray:
-    """One step of ``stepper`` from the last frames of ``window``, given the inputs it takes.
-
-    ``window`` holds ``fields`` (default the stepper's own). A stepper that advances only some
-    of them sees only those; the others keep their last values in the new frame (they are
-    re-anchored by the next solver step).
-    """
-    parameters = stepper_inputs(stepper, parameters, time)
-    history = window[:, -stepper.window:]
-    own = tuple(stepper.fields)
-    if fields is None or own == tuple(fields):
-        return np.asarray(stepper.step(history, time=time, parameters=parameters),
-                          dtype=np.float64)
-    index = [tuple(fields).index(f) for f in own]
-    frame = window[:, -1].copy()
-    frame[:, index] = stepper.step(history[:, :, index], time=time, parameters=parameters)
-    return frame
-
-
-def rollout(stepper, history: np.ndarray, num_steps: int, *, time: float = 0.0,
-            parameters: Mapping[str, np.ndarray] | Conditions | None = None) -> np.ndarray:
-    """``num_steps`` steps of one Stepper from ``history`` (its last frame at ``time``):
-    ``[batch, num_steps, field, *grid]``."""
-    history = _check_history(history, stepper)
-    return autoregressive(
-        lambda k, window: _advance(stepper, window, time + k * stepper.dt, parameters),
-        history, num_steps)
-
-
 def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
-                   schedule: str = "surrogate:4,solver:1", *, time: float = 0.0,
+                   schedule: str | Plan = "surrogate:4,solver:1", *, time: float = 0.0,
                    parameters: Mapping[str, np.ndarray] | Conditions | None = None,
                    reference: np.ndarray | bool | None = True,
                    checks: Checks | None = None, indicator=None, coarse=None, second=None,
@@ -303,8 +219,9 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         last values.
     history : array ``[batch, window, field, *grid]``
         At least the larger of the two windows; its last frame is at ``time``.
-    schedule : str
-        See :func:`parse_schedule`.
+    schedule : str or Plan
+        See :func:`parse_schedule`; a schedule it has parsed is taken as it is (a caller
+        running one schedule many times parses it once).
     parameters : mapping or Conditions, optional
         Per-sample inputs for both (viscosity, forcing, …); each stepper gets those in its
         ``parameter_names``. A :class:`Conditions` also carries time-dependent forcing.
@@ -325,8 +242,9 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
     if solver.dt != surrogate.dt:
         raise ValueError(f"the solver steps {solver.dt} and the surrogate {surrogate.dt}: "
                          "configure the solver's record interval to the surrogate's dt")
-    history = _check_history(history, solver, surrogate)
-    plan = parse_schedule(schedule)
+    history = check_history(history, solver, surrogate)
+    plan = parse_schedule(schedule) if isinstance(schedule, str) else schedule
+    label = schedule if isinstance(schedule, str) else schedule_text(plan)
     checks = checks or getattr(solver, "checks", None) or Checks()
     seconds = {SOLVER: 0.0, SURROGATE: 0.0}
     source: list[str] = []
@@ -334,8 +252,6 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
     estimates: list[float | None] = []
     estimate_of = None
     if isinstance(plan, Adaptive):
-        from .indicators import DEFAULT_INDICATOR, make_indicator
-
         estimate_of = make_indicator(indicator or plan.indicator or DEFAULT_INDICATOR, solver,
                                      coarse=coarse, second=second)
         seconds["indicator"] = 0.0
@@ -349,7 +265,7 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         reason = estimate = None
         started = _time.perf_counter()
         if component == SURROGATE:
-            frame = _advance(surrogate, window, now, parameters, solver.fields)
+            frame = advance(surrogate, window, now, parameters, solver.fields)
             seconds[SURROGATE] += _time.perf_counter() - started
             if plan == "adaptive":
                 reason = checks.failure(window[:, -1], frame, solver.fields)
@@ -365,14 +281,14 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
                 started = _time.perf_counter()
         if component != SURROGATE:
             try:
-                frame = _advance(solver, window, now, parameters)
+                frame = advance(solver, window, now, parameters)
             except (ValueError, SolverDivergedError) as error:
                 if SURROGATE not in source[-solver.window:]:
                     raise
                 # A fixed schedule handed the solver an unphysical surrogate frame (negative
                 # density, say): say so, and name the schedule that would have caught it.
                 raise HybridRolloutError(
-                    f"step {k + 1} of schedule {schedule!r}: the solver cannot continue from "
+                    f"step {k + 1} of schedule {label!r}: the solver cannot continue from "
                     f"the surrogate's frames ({error}); the adaptive schedule checks every "
                     "surrogate frame and falls back to the solver") from error
             seconds[SOLVER] += _time.perf_counter() - started
@@ -384,8 +300,6 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
     wall_started = _time.perf_counter()
     times = time + solver.dt * np.arange(1, num_steps + 1)
     if isinstance(plan, Parareal):
-        from .parareal import parareal
-
         frames, info = parareal(solver, surrogate, history, num_steps, slices=plan.slices,
                                 max_iterations=plan.iterations, tolerance=plan.tolerance,
                                 time=time, parameters=parameters, executor=executor)

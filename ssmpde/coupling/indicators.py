@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ssmpde.core import relative_l2, unknown_name
+from ssmpde.solvers.base import TimeDependentSolver
 
-from .hybrid import stepper_inputs
+from .steps import advance, stepper_inputs
 
 __all__ = ["DEFAULT_INDICATOR", "INDICATORS", "indicator_quality", "make_indicator"]
 
@@ -87,8 +88,6 @@ def make_indicator(name: str | Indicator, solver, *, coarse=None, second=None) -
             return relative_l2(proposal, trapezoid, fields=True)
 
         # Fail now, not at the first step, if the solver has no tendency.
-        from ssmpde.solvers.base import TimeDependentSolver
-
         if type(solver).tendency is TimeDependentSolver.tendency:
             solver.tendency(np.zeros((1, len(solver.fields), *solver.grid)))
         return residual
@@ -130,9 +129,8 @@ def indicator_quality(solver, surrogate, trajectories: np.ndarray, indicators: M
     times : array ``[time]``, optional
         Time of each frame (default ``dt * index``).
     """
+    # Imported here: scipy.stats takes most of a second to import and only this needs it.
     from scipy.stats import spearmanr
-
-    from .hybrid import _advance
 
     trajectories = np.asarray(trajectories, dtype=np.float64)
     window = max(solver.window, surrogate.window)
@@ -145,7 +143,7 @@ def indicator_quality(solver, surrogate, trajectories: np.ndarray, indicators: M
     for k in range(window - 1, count - 1):
         history = trajectories[:, k - window + 1:k + 1]
         now = float(times[k])
-        proposal = _advance(surrogate, history, now, parameters, solver.fields)
+        proposal = advance(surrogate, history, now, parameters, solver.fields)
         true.append(relative_l2(proposal, trajectories[:, k + 1], fields=True))
         for name, indicator in indicators.items():
             started = _time.perf_counter()

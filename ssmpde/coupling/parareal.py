@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 
 import numpy as np
 
-from ssmpde.core import relative_l2
+from ssmpde.core import autoregressive, relative_l2
+
+from .steps import advance, check_history, rollout, stepper_inputs
 
 __all__ = ["PararealInfo", "parareal"]
 
@@ -72,25 +74,29 @@ class PararealInfo:
         return self.fine_seconds + self.coarse_seconds
 
 
+#: Solvers rebuilt in this worker process, by (class, config, thread): the key is the
+#: configuration itself, so one run never gets a solver built for another.
 _SOLVERS: dict = {}
 
 
 def _fine_task(spec, start, steps, time, parameters):
-    """One fine propagation (in a worker): the solver from its spec, ``steps`` steps."""
-    from .hybrid import rollout
+    """One fine propagation (in a worker): the solver from its spec, ``steps`` steps.
 
-    if isinstance(spec, tuple):  # rebuilt once per worker thread (solvers keep buffers)
-        key = (spec[2], threading.get_ident())
+    ``spec`` is the solver itself (serial runs) or ``(class, config)`` with the config as
+    a dict (:func:`_config_of`), rebuilt once per worker thread (solvers keep buffers).
+    """
+    if isinstance(spec, tuple):
+        cls, config = spec
+        # repr of the config dict: hashable, and exact for floats.
+        key = (cls, repr(config), threading.get_ident())
         solver = _SOLVERS.get(key)
         if solver is None:
-            solver = _SOLVERS[key] = spec[0](**spec[1])
+            solver = _SOLVERS[key] = cls(**config)
     else:
         solver = spec
     started = _time.perf_counter()
     if getattr(solver, "window", 1) == 1 and hasattr(solver, "simulate"):
         # A solver integrates the slice in one run (no restart through the stored grid).
-        from .hybrid import stepper_inputs
-
         frames = solver.simulate(start[:, -1], steps, time=time,
                                  parameters=stepper_inputs(solver, parameters, time))[:, 1:]
     else:
@@ -140,11 +146,8 @@ def parareal(solver, surrogate, history: np.ndarray, num_steps: int, *, slices: 
     frames : array ``[batch, num_steps, field, *grid]``
     info : PararealInfo
     """
-    from .hybrid import _advance, _check_history
-    from ssmpde.core import autoregressive
-
     wall_started = _time.perf_counter()
-    history = _check_history(history, solver, surrogate)
+    history = check_history(history, solver, surrogate)
     if isinstance(slices, bool) or not isinstance(slices, int) or not 1 <= slices <= num_steps:
         raise ValueError(f"slices must be an integer in 1..{num_steps} (the steps), got "
                          f"{slices!r}")
@@ -162,14 +165,14 @@ def parareal(solver, surrogate, history: np.ndarray, num_steps: int, *, slices: 
                          f"of {window} frames: use at most {num_steps // window} slices")
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     info = PararealInfo(workers=_workers(executor))
-    spec = solver if executor is None else (type(solver), _config_of(solver), id(solver))
+    spec = solver if executor is None else (type(solver), _config_of(solver))
     fields = tuple(solver.fields)
 
     def coarse(start, j):
         started = _time.perf_counter()
         frames = autoregressive(
-            lambda k, w: _advance(surrogate, w, time + (offsets[j] + k) * solver.dt,
-                                  parameters, fields),
+            lambda k, w: advance(surrogate, w, time + (offsets[j] + k) * solver.dt,
+                                 parameters, fields),
             start, lengths[j])
         info.coarse_seconds += _time.perf_counter() - started
         return frames
@@ -228,10 +231,8 @@ def parareal(solver, surrogate, history: np.ndarray, num_steps: int, *, slices: 
 
 
 def _config_of(solver) -> dict:
-    import dataclasses
-
     config = getattr(solver, "config", None)
-    if not dataclasses.is_dataclass(config):
+    if not is_dataclass(config):
         raise ValueError("parallel parareal rebuilds the solver in each worker from its "
                          "config dataclass; this fine propagator has none: pass executor=None")
-    return dataclasses.asdict(config)
+    return asdict(config)

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 from ssmpde import data as schema
 from ssmpde.core import gib, memory_limit
 from ssmpde.solvers import get_solver
 
 from .baseline import coarse_baselines, solver_run
-from .hybrid import (Adaptive, Conditions, HybridRolloutError, Parareal, hybrid_rollout,
+from .hybrid import (Adaptive, HybridRolloutError, Parareal, Plan, hybrid_rollout,
                      parse_schedule, to_dataset)
 from .stepper import SurrogateStepper
+from .steps import Conditions
 from .warm_start import OperatorSurrogate, warm_start
 
 __all__ = ["run_rollout", "run_warm_start"]
@@ -34,10 +35,14 @@ def _parse_samples(text: str, available: int) -> np.ndarray:
     return indices
 
 
-def _solver_for(record: dict, data_path: Path):
+def _solver_for(record: dict, data: Path | xr.Dataset):
+    """The solver of a checkpoint's training data, from the generator config stored in the
+    checkpoint ``record``, else in ``data`` (an open dataset, or a path opened only then)."""
     config = record.get("dataset", {}).get("generator_config")
-    if config is None:
-        with schema.open_dataset(data_path) as ds:
+    if config is None and isinstance(data, xr.Dataset):
+        config = schema.config_of(data)
+    elif config is None:
+        with schema.open_dataset(data) as ds:
             config = schema.config_of(ds)
     try:
         return get_solver(config["equation"], **config["solver"])
@@ -67,21 +72,22 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         raise ValueError(f"--steps must be a positive integer, got {steps!r}")
     if not schedules:
         raise ValueError("give at least one --schedule")
-    for schedule in schedules:
-        parse_schedule(schedule)
+    # Each schedule is parsed once, here: a bad one fails before any work.
+    plans = {schedule: parse_schedule(schedule)
+             for schedule in dict.fromkeys(["solver", "surrogate", *schedules])}
     surrogate = SurrogateStepper.from_checkpoint(checkpoint)
-    record = json.loads((Path(checkpoint) / "config.json").read_text())
-    data = Path(data or record["dataset"]["path"])
+    data = Path(data or surrogate.record["dataset"]["path"])
     for path, flag in ((out, "--out"), (plot, "--plot"), (pareto, "--pareto")):
         if path is not None:
             schema.check_output(path, inputs=(data, checkpoint), overwrite=overwrite, flag=flag)
     if out is not None and plot is not None and Path(out).resolve() == Path(plot).resolve():
         raise ValueError("--out and --plot name the same file: choose two paths")
-    solver = _solver_for(record, data)
-    if abs(solver.dt - surrogate.dt) > 1e-12 * max(1.0, surrogate.dt):
-        raise ValueError(f"the solver's record interval {solver.dt} differs from the "
-                         f"surrogate's dt {surrogate.dt}")
+    # The data file is opened and validated once; everything read from it comes from here.
     with schema.open_dataset(data) as ds:
+        solver = _solver_for(surrogate.record, ds)
+        if abs(solver.dt - surrogate.dt) > 1e-12 * max(1.0, surrogate.dt):
+            raise ValueError(f"the solver's record interval {solver.dt} differs from the "
+                             f"surrogate's dt {surrogate.dt}")
         indices = _parse_samples(samples, ds.sizes[schema.SAMPLE])
         window = surrogate.window
         missing = [f for f in solver.fields if f not in ds.data_vars]
@@ -93,7 +99,7 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
             raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
                              f"{window} to start")
         frame_bytes = 8 * len(indices) * len(solver.fields) * math.prod(surrogate.grid)
-        needed = steps * frame_bytes * (2 + len(set(schedules) | {"solver", "surrogate"}))
+        needed = steps * frame_bytes * (2 + len(plans))
         if needed > memory_limit():
             raise ValueError(f"--steps {steps} keeps about {gib(needed)} of frames, more than "
                              f"the limit of {gib(memory_limit())}: roll out fewer steps or "
@@ -101,23 +107,23 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         sub = ds.isel({schema.SAMPLE: indices}).load()
         history = np.stack([sub[f].values[:, :window] for f in solver.fields], axis=2)
         time = float(sub[schema.TIME].values[window - 1])
-        parameters = Conditions.from_dataset(sub)
+        parameters = Conditions.from_dataset(sub, validate=False)
     # The fine solver as a user runs it (one continuous integration) is the reference; the
     # "solver" schedule restarts it from the stored grid every step, as hybrids do.
     reference, seconds = solver_run(solver, history, steps, time=time, parameters=parameters)
     runs = {}
     rows = [{"schedule": "solver, one run", "kind": "solver", "final_rel_l2": 0.0,
              "errors": [0.0] * steps, "seconds": seconds}]
-    for schedule in dict.fromkeys(["solver", "surrogate", *schedules]):
+    for schedule, plan in plans.items():
         try:
-            result = hybrid_rollout(solver, surrogate, history, steps, schedule, time=time,
+            result = hybrid_rollout(solver, surrogate, history, steps, plan, time=time,
                                     parameters=parameters, reference=reference,
                                     executor=executor)
         except HybridRolloutError as error:  # one schedule failing does not void the others
-            rows.append({"schedule": schedule, "kind": _kind(schedule), "failed": str(error)})
+            rows.append({"schedule": schedule, "kind": _kind(plan), "failed": str(error)})
             continue
         runs[schedule] = result
-        rows.append(_row(schedule, result))
+        rows.append(_row(schedule, _kind(plan), result))
     rows += coarse_baselines(solver, history, steps, reference=reference, time=time,
                              parameters=parameters, coarsenings=coarse)
     # The figure and the file show the first schedule that ran to the end.
@@ -148,8 +154,8 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     return rows
 
 
-def _kind(schedule: str) -> str:
-    plan = parse_schedule(schedule)
+def _kind(plan: Plan) -> str:
+    """The report kind of a parsed schedule."""
     if isinstance(plan, Adaptive):
         return "adaptive"
     if isinstance(plan, Parareal):
@@ -161,9 +167,9 @@ def _kind(schedule: str) -> str:
     return "fixed"
 
 
-def _row(schedule: str, result) -> dict:
+def _row(schedule: str, kind: str, result) -> dict:
     """The report row of a hybrid rollout."""
-    row = {"schedule": schedule, "kind": _kind(schedule),
+    row = {"schedule": schedule, "kind": kind,
            "final_rel_l2": float(result.errors[-1]), "errors": result.errors.tolist(),
            "seconds": result.wall_seconds,
            "solver_seconds": result.seconds["solver"],
@@ -206,7 +212,7 @@ def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,
     if not (isinstance(rtol, (int, float)) and 0 < rtol < 1):
         raise ValueError(f"--rtol must be in (0, 1), got {rtol!r}")
     surrogate = OperatorSurrogate.from_checkpoint(checkpoint)
-    record = json.loads((Path(checkpoint) / "config.json").read_text())
+    record = surrogate.record
     solver = _solver_for(record, Path(record["dataset"]["path"]))
     if getattr(solver, "name", None) != "darcy":
         raise ValueError("warm starts are for steady Darcy checkpoints")

@@ -35,6 +35,8 @@ class SurrogateStepper:
         The per-sample inputs :meth:`step` needs in ``parameters`` (the task's conditioning,
         e.g. ``viscosity``, ``forcing``): scalars ``[batch]`` or fields ``[batch, *grid]``
         (time-dependent forcing at the step's ``time``).
+    record : dict
+        The checkpoint's ``config.json`` as loaded (model, task, normalisers, dataset facts).
     """
 
     def __init__(self, model: torch.nn.Module, record: dict, *, device=None,
@@ -47,11 +49,11 @@ class SurrogateStepper:
         self.fields = task.outputs
         self.dt = task.dt
         self.window = task.window
-        self.conditioning = task.conditioning
         self.parameter_names = task.conditioning
         self.grid = task.grid
         self.device = torch.device(device or "cpu")
         self.source = source
+        self.record = record
         self.model = model.to(self.device).eval()
         self._wrapped = normalised_model(self.model, record)
 
@@ -63,10 +65,11 @@ class SurrogateStepper:
 
     def _conditioning(self, batch: int, parameters: Mapping[str, np.ndarray] | None):
         channels = []
-        for name in self.conditioning:
+        conditioning = self.task.conditioning
+        for name in conditioning:
             if parameters is None or name not in parameters:
-                raise ValueError(f"the surrogate is conditioned on {list(self.conditioning)}; "
-                                 f"pass parameters={{'{name}': ...}} to step()")
+                raise ValueError(f"the surrogate is conditioned on {list(conditioning)}; pass "
+                                 f"parameters={{'{name}': ...}} to step()")
             value = np.asarray(parameters[name], dtype=np.float64)
             if value.shape not in ((batch,), (batch, *self.grid)):
                 raise ValueError(f"parameter {name!r} must have shape [{batch}] or "
@@ -78,6 +81,15 @@ class SurrogateStepper:
             return np.zeros((batch, 0, *self.grid))
         return np.stack(channels, axis=1)
 
+    def check_history(self, history: np.ndarray) -> np.ndarray:
+        """``history`` as an array, checked to be ``[batch, window, field, *grid]``."""
+        history = np.asarray(history)
+        expected = (self.window, len(self.fields), *self.grid)
+        if history.ndim != 2 + len(self.grid) + 1 or history.shape[1:] != expected:
+            raise ValueError(f"history must have shape [batch, {', '.join(map(str, expected))}]"
+                             f" (window, field, *grid), got {list(history.shape)}")
+        return history
+
     def step(self, history: np.ndarray, *, time: float = 0.0,
              parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
         """``history [batch, window, field, *grid]`` → next frame ``[batch, field, *grid]``.
@@ -85,11 +97,7 @@ class SurrogateStepper:
         ``time`` is accepted for the protocol and unused (the model is autonomous in time);
         ``parameters`` supplies the conditioning variables.
         """
-        history = np.asarray(history)
-        expected = (self.window, len(self.fields), *self.grid)
-        if history.ndim != 2 + len(self.grid) + 1 or history.shape[1:] != expected:
-            raise ValueError(f"history must have shape [batch, {', '.join(map(str, expected))}]"
-                             f" (window, field, *grid), got {list(history.shape)}")
+        history = self.check_history(history)
         cond = self._conditioning(history.shape[0], parameters)
         with torch.no_grad():
             frame = self._wrapped.step(

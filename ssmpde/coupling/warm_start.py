@@ -23,14 +23,26 @@ __all__ = ["OperatorSurrogate", "warm_start"]
 
 
 class OperatorSurrogate:
-    """A trained operator surrogate (e.g. Darcy a → u) on NumPy arrays, without gradients."""
+    """A trained operator surrogate (e.g. Darcy a → u) on NumPy arrays, without gradients.
+
+    Attributes
+    ----------
+    task : Task
+        What the model maps (inputs, outputs, grid).
+    grid : tuple of int
+        The stored grid it was trained on.
+    record : dict
+        The checkpoint's ``config.json`` as loaded.
+    source : str or None
+        The run directory it was loaded from.
+    """
 
     def __init__(self, model, record: dict, *, device=None, source: str | None = None):
         task = Task.from_dict(record["task"])
         if task.kind != "operator":
             raise ValueError("this checkpoint is a time-stepper (trained on trajectories); "
                              "use SurrogateStepper for it")
-        self.task, self.grid, self.source = task, task.grid, source
+        self.task, self.grid, self.source, self.record = task, task.grid, source, record
         self.device = torch.device(device or "cpu")
         self._wrapped = normalised_model(model.to(self.device).eval(), record)
 

@@ -2,7 +2,7 @@
 schedules with their indicators, and parareal with a learned (here: stand-in) coarse
 propagator."""
 
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -193,6 +193,26 @@ def test_parareal_fine_slices_in_worker_processes_match(ks):
                                   max_iterations=2, executor=pool)
     assert info.workers == 2 and info.fine_steps == 8 + 6
     np.testing.assert_allclose(parallel, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+
+
+def test_parareal_worker_solvers_are_kept_by_config_not_by_object_id(ks, monkeypatch):
+    """A worker thread keeps the solvers it rebuilds. Keyed by the solver object's id, a
+    reused id (forced here: every object gets id 0) handed a later run the solver of another
+    configuration; keyed by the configuration, each run gets its own."""
+    from ssmpde.coupling import parareal as module
+
+    solver, history = ks
+    other = get_solver("kuramoto-sivashinsky", **{**KS, "viscosity": 0.5})
+    monkeypatch.setattr(module, "id", lambda obj: 0, raising=False)
+    monkeypatch.setattr(module, "_SOLVERS", {})
+    with ThreadPoolExecutor(1) as pool:  # one worker thread: the runs share its solvers
+        for fine in (solver, other):
+            serial, _ = parareal(fine, Perturbed(fine, 1e-3), history, 4, slices=2)
+            parallel, _ = parareal(fine, Perturbed(fine, 1e-3), history, 4, slices=2,
+                                   executor=pool)
+            np.testing.assert_allclose(parallel, serial, rtol=0,
+                                       atol=1e-12 * np.abs(serial).max())
+    assert len(module._SOLVERS) == 2
 
 
 def test_parareal_input_errors(ks):

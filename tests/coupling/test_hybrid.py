@@ -1,12 +1,16 @@
 """Hybrid rollouts: solver-only and surrogate-only schedules reproduce their components, the
 adaptive policy falls back on bad surrogate steps, and the SurrogateStepper's contract."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from ssmpde import data as schema
-from ssmpde.coupling import Checks, SurrogateStepper, hybrid_rollout, parse_schedule, rollout
+from ssmpde.coupling import (Checks, Conditions, SurrogateStepper, hybrid_rollout,
+                             parse_schedule, rollout)
+from ssmpde.coupling.hybrid import Parareal, schedule_text
 from ssmpde.solvers import generate, get_solver
 from ssmpde.surrogates.datasets import Normalizer, Task
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
@@ -313,3 +317,85 @@ def test_a_solver_that_cannot_continue_from_surrogate_frames():
     with pytest.raises(ValueError, match="initial density") as caught:
         hybrid_rollout(solver, surrogate, -history, 1, "solver")
     assert not isinstance(caught.value, HybridRolloutError)
+
+
+@pytest.mark.parametrize("text", ["solver", "surrogate", "surrogate:4,solver:1", "adaptive",
+                                  "adaptive:0.001", "adaptive:0.1:coarse", "adaptive:inf",
+                                  "parareal:4", "parareal:4:2", "parareal:4:2:0.001"])
+def test_schedule_text_reads_back_as_the_same_schedule(text):
+    plan = parse_schedule(text)
+    assert parse_schedule(schedule_text(plan)) == plan
+
+
+def test_schedule_text_of_a_parareal_tolerance_without_iterations():
+    assert schedule_text(Parareal(4, None, 1e-3)) == "parareal:4:4:0.001"
+
+
+def test_a_parsed_schedule_runs_as_its_text():
+    solver, surrogate = _Shift(("a",), [1.0]), _Shift(("a",), [2.0])
+    history = np.zeros((1, 1, 1, 3))
+    by_text = hybrid_rollout(solver, surrogate, history, 5, "surrogate:2,solver:1")
+    by_plan = hybrid_rollout(solver, surrogate, history, 5,
+                             parse_schedule("surrogate:2,solver:1"))
+    np.testing.assert_array_equal(by_plan.frames, by_text.frames)
+    assert by_plan.source == by_text.source
+
+
+def test_conditions_of_a_dataset_already_validated(ns_run):
+    """``validate=False`` (for a dataset just opened with validation) gives the same inputs,
+    and still names a variable without a role."""
+    data, _ = ns_run
+    with schema.open_dataset(data) as ds:
+        ds = ds.load()
+    checked, trusted = Conditions.from_dataset(ds), Conditions.from_dataset(ds, validate=False)
+    assert sorted(checked.static) == sorted(trusted.static) == [
+        "forcing", "viscosity", "vorticity@0"]
+    for name, value in checked.static.items():
+        np.testing.assert_array_equal(trusted.static[name], value)
+    del ds["viscosity"].attrs["role"]
+    with pytest.raises(schema.SchemaError, match="'viscosity' has no 'role'"):
+        Conditions.from_dataset(ds, validate=False)
+
+
+def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
+        ns_run, monkeypatch, tmp_path):
+    """One open of the data file, validated there and only there, also for a checkpoint
+    without the generator config (the solver's config then comes from the open file)."""
+    import json
+    import shutil
+
+    from ssmpde.coupling import hybrid, run
+
+    data, checkpoint = ns_run
+    bare = tmp_path / "run"
+    shutil.copytree(checkpoint, bare)
+    record = json.loads((bare / "config.json").read_text())
+    del record["dataset"]["generator_config"]
+    (bare / "config.json").write_text(json.dumps(record))
+    calls = {"open": [], "roles": 0, "parse": []}
+    open_dataset, roles_of, parse = schema.open_dataset, schema.roles_of, hybrid.parse_schedule
+
+    def counted_open(path, **options):
+        calls["open"].append(Path(path).resolve())
+        return open_dataset(path, **options)
+
+    def counted_roles(ds):
+        calls["roles"] += 1
+        return roles_of(ds)
+
+    def counted_parse(text):
+        calls["parse"].append(text)
+        return parse(text)
+
+    monkeypatch.setattr(schema, "open_dataset", counted_open)
+    monkeypatch.setattr(schema, "roles_of", counted_roles)
+    monkeypatch.setattr(run, "parse_schedule", counted_parse)
+    monkeypatch.setattr(hybrid, "parse_schedule", counted_parse)
+    rows = run.run_rollout(bare, steps=1, schedules=["surrogate:1,solver:1", "solver"],
+                           coarse=[])
+    assert calls["open"] == [data.resolve()] and calls["roles"] == 0
+    assert sorted(calls["parse"]) == ["solver", "surrogate", "surrogate:1,solver:1"]
+    assert [row["schedule"] for row in rows] == ["solver, one run", "solver", "surrogate",
+                                                 "surrogate:1,solver:1"]
+    assert [row["kind"] for row in rows] == ["solver", "solver", "surrogate", "fixed"]
+    assert rows[1]["final_rel_l2"] < 1e-12  # the solver from the file's config: the same
