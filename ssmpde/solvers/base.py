@@ -35,6 +35,7 @@ __all__ = [
     "get_solver",
     "get_solver_class",
     "list_solvers",
+    "parse_coarsening",
     "positive_finite",
     "register_solver",
     "whole_multiple",
@@ -45,6 +46,7 @@ BUILTIN_SOLVERS = (
     "burgers",
     "darcy",
     "euler",
+    "kdv",
     "kuramoto_sivashinsky",
     "navier_stokes",
 )
@@ -87,6 +89,17 @@ def check_strided_grid(resolution: Any, simulation_resolution: Any, maximum: int
         raise ValueError(f"stored resolution {resolution!r} must be an even divisor of the "
                          f"simulation resolution {simulation_resolution} (frames are strided); "
                          f"choose one of {divisors[:8]}")
+
+
+def parse_coarsening(text: str) -> tuple[int, int]:
+    """``"2x1"`` → (2, 1): the simulation grid 2x coarser per axis, the same time step (see
+    :meth:`TimeDependentSolver.coarsened`)."""
+    space, sep, time = str(text).lower().partition("x")
+    if not sep or not space.isdigit() or not time.isdigit() or int(space) < 1 \
+            or int(time) < 1 or (int(space), int(time)) == (1, 1):
+        raise ValueError(f"bad coarsening {text!r}: use SPACExTIME with integer factors, e.g. "
+                         "'2x1' (grid 2x coarser) or '1x4' (time step 4x longer)")
+    return int(space), int(time)
 
 
 def whole_multiple(numerator: float, denominator: float, what: str) -> int:

@@ -64,15 +64,20 @@ def _versions() -> dict[str, str]:
 
 
 def checkpoint_record(model, task: Task, normalizers, train_config, dataset_facts) -> dict:
-    """The ``config.json`` of a run (without the epoch)."""
+    """The ``config.json`` of a run (without the epoch). A corrector's record also holds
+    ``correction``: the coarsening of the solver it corrects, which with the dataset's
+    generator config rebuilds the corrected stepper."""
     inner = unwrap(model)
-    return {
+    record = {
         "model": inner.name, "model_config": dataclasses.asdict(inner.config),
         "task": task.to_dict(),
         "normalizers": {k: dataclasses.asdict(v) for k, v in normalizers.items()},
         "train_config": dataclasses.asdict(train_config),
         "dataset": dataset_facts, "versions": _versions(),
     }
+    if task.correction:
+        record["correction"] = {"coarsening": train_config.coarse}
+    return record
 
 
 def _optimizer_tensors(optimizer) -> tuple[dict[str, torch.Tensor], dict]:
@@ -206,8 +211,8 @@ def _problems(record) -> list[str]:
     normalizers = need(record, "normalizers", dict)
     expected = {"operator": ("inputs", "outputs"), "rollout": ("fields", "conditioning")}
     if normalizers is not None and isinstance(task, dict) and task.get("kind") in expected:
-        optional = ("increments",) if task["kind"] == "rollout" and "increments" in \
-            normalizers else ()
+        optional = tuple(name for name in ("increments", "corrections")
+                         if task["kind"] == "rollout" and name in normalizers)
         for name in expected[task["kind"]] + optional:
             entry = need(normalizers, name, dict, "normalizers ")
             if entry is None:
@@ -220,6 +225,12 @@ def _problems(record) -> list[str]:
             if isinstance(entry.get("std"), list) and any(
                     isinstance(v, (int, float)) and v <= 0 for v in entry["std"]):
                 problems.append(f"normalizers[{name!r}] 'std' must be positive")
+    if isinstance(task, dict) and task.get("correction"):
+        if not isinstance(normalizers, dict) or "corrections" not in normalizers:
+            problems.append("a corrector's 'normalizers' need 'corrections'")
+        coarsening = record.get("correction", {})
+        if not isinstance(coarsening, dict) or not isinstance(coarsening.get("coarsening"), str):
+            problems.append("a corrector needs 'correction' with its 'coarsening' (e.g. '2x5')")
     return problems
 
 
@@ -295,7 +306,9 @@ class NormalisedModel:
     normalizers : dict
         ``inputs``/``outputs`` (operator) or ``fields``/``conditioning`` (rollout), and for
         a model that predicts increments (``TrainConfig.target``) ``increments``: the next
-        frame is then the last input frame plus the decoded prediction.
+        frame is then the last input frame plus the decoded prediction; for a corrector of a
+        coarse solver (``task.correction``) ``corrections``: :meth:`correction` decodes the
+        model's output with them.
     """
 
     def __init__(self, model, task: Task, normalizers: dict[str, Normalizer]):
@@ -305,9 +318,12 @@ class NormalisedModel:
             self.inputs, self.outputs = normalizers["inputs"], normalizers["outputs"]
         else:
             f, c = normalizers["fields"], normalizers["conditioning"]
-            self.inputs = Normalizer(f.mean * task.window + c.mean, f.std * task.window + c.std)
+            # A corrector also sees the coarse prediction: one more frame of the fields.
+            frames = task.window + (1 if task.correction else 0)
+            self.inputs = Normalizer(f.mean * frames + c.mean, f.std * frames + c.std)
             self.outputs = f
         self.increments = normalizers.get("increments")
+        self.corrections = normalizers.get("corrections")
 
     def __call__(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
         """Operator tasks: ``[batch, inputs, *grid]`` → ``[batch, outputs, *grid]``."""
@@ -323,17 +339,38 @@ class NormalisedModel:
 
         ``noise`` (on the normalised inputs, channels layout) perturbs the frames only.
         """
-        x = self.inputs.encode(torch.cat([window.flatten(1, 2), conditioning], dim=1))
+        if self.task.correction:
+            raise ValueError("this model corrects a coarse solver's step: call correction() "
+                             "with the coarse prediction, or use the corrected stepper "
+                             "(ssmpde.coupling.stepper_from_checkpoint)")
+        out = self.model(self._inputs(window, conditioning, noise))
+        if self.increments is not None:
+            return window[:, -1] + self.increments.decode(out)
+        return self.outputs.decode(out)
+
+    def correction(self, window: torch.Tensor, coarse: torch.Tensor,
+                   conditioning: torch.Tensor) -> torch.Tensor:
+        """A corrector's output in physical units: ``window [batch, window, fields, *grid]``,
+        the coarse solver's prediction of the next frame ``coarse [batch, fields, *grid]``
+        and ``conditioning [batch, k, *grid]`` → the correction ``[batch, fields, *grid]``
+        (next frame − coarse prediction)."""
+        return self.corrections.decode(self.model(self._inputs(
+            window, torch.cat([coarse, conditioning], dim=1))))
+
+    def _inputs(self, window: torch.Tensor, extra: torch.Tensor,
+                noise: torch.Tensor | None = None) -> torch.Tensor:
+        """The normalised model input: the window's frames, then the per-sample ``extra``
+        channels (a corrector's coarse prediction, the conditioning), laid out as the model
+        wants (``history``: the extra channels repeated on every frame)."""
+        x = self.inputs.encode(torch.cat([window.flatten(1, 2), extra], dim=1))
         if noise is not None:
             x = x + noise
         if self.layout == "history":
             frames = window.shape[1]
             history = x[:, :frames * window.shape[2]].unflatten(1, (frames, window.shape[2]))
-            extra = x[:, frames * window.shape[2]:].unsqueeze(1)
-            x = torch.cat([history, extra.expand(-1, frames, *extra.shape[2:])], dim=2)
-        if self.increments is not None:
-            return window[:, -1] + self.increments.decode(self.model(x))
-        return self.outputs.decode(self.model(x))
+            rest = x[:, frames * window.shape[2]:].unsqueeze(1)
+            x = torch.cat([history, rest.expand(-1, frames, *rest.shape[2:])], dim=2)
+        return x
 
     def rollout(self, history: torch.Tensor, conditioning: torch.Tensor, *,
                 feed: Callable | None = None,

@@ -61,6 +61,10 @@ class Task:
         Rollout: the record interval between frames (the Stepper's dt).
     time_dependent : tuple of str
         Rollout: the conditioning variables that change with time (read at each step).
+    correction : bool
+        Rollout: the model corrects a coarse solver's step (``target="correction"``): it also
+        sees the coarse prediction of the next frame, one channel per field, and predicts
+        the correction (see :mod:`ssmpde.surrogates.correction`).
     """
 
     kind: str
@@ -72,6 +76,7 @@ class Task:
     horizon: int = 1
     dt: float = 0.0
     time_dependent: tuple[str, ...] = ()
+    correction: bool = False
 
     @property
     def in_channels(self) -> int:
@@ -82,9 +87,11 @@ class Task:
         """Input channels of a model: all of them (``channels``), or per frame (``history``)."""
         if self.kind == "operator":
             return len(self.inputs)
+        # A corrector's extra channels: the coarse prediction of the next frame.
+        coarse = len(self.inputs) if self.correction else 0
         if layout == "history":
-            return len(self.inputs) + len(self.conditioning)
-        return self.window * len(self.inputs) + len(self.conditioning)
+            return len(self.inputs) + coarse + len(self.conditioning)
+        return self.window * len(self.inputs) + coarse + len(self.conditioning)
 
     @property
     def out_channels(self) -> int:

@@ -38,18 +38,21 @@ from safetensors.torch import load_file
 from torch import nn
 
 from ssmpde import data as schema
+from ssmpde.solvers.base import parse_coarsening
 
 from . import config_from_dict, get_model_class, instantiate
 from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedModel,
                          check_consistent, checkpoint_record, load_checkpoint, normalised_model,
                          normalizers_of, optimizer_state, recover, save_run, validate_record)
+from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
+                         fit_corrections)
 from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
     relative_l2, split_samples
 
 __all__ = ["TrainConfig", "evaluate", "load_checkpoint", "train"]
 
 SCHEDULES = ("onecycle", "cosine")
-TARGETS = ("state", "increment")
+TARGETS = ("state", "increment", "correction")
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,19 @@ class TrainConfig:
         Autoregressive mode: gradients only through the last unrolled step.
     noise_std : float
         Standard deviation of the Gaussian noise added to the (normalised) input frames.
-    target : {"state", "increment"}
+    target : {"state", "increment", "correction"}
         Rollout tasks: the model predicts the next frame, or its increment over the last
         input frame (normalised by the statistics of the training data's increments; the
         next frame is then the last one plus the prediction). Increments halve the one-step
         error of a CPU-trained KS surrogate (``benchmarks/results/long_rollout.json``).
+        ``"correction"``: the model corrects the step of the generating solver coarsened by
+        ``coarse`` (it sees the coarse prediction too, and predicts next frame − coarse
+        prediction, normalised by the corrections' statistics); horizon 1. The coarse
+        predictions of the data are computed once and kept in the run directory
+        (:mod:`ssmpde.surrogates.correction`).
+    coarse : str, optional
+        With ``target="correction"``: the coarsening ``"SxT"`` of the solver to correct
+        (grid ``S`` times coarser, step ``T`` times longer), e.g. ``"2x5"``.
     num_test : int
         Samples held out from the training file when no test file is given.
     seed : int
@@ -105,6 +116,7 @@ class TrainConfig:
     pushforward: bool = True
     noise_std: float = 0.0
     target: str = "state"
+    coarse: str | None = None
     num_test: int = 0
     seed: int = 0
     schedule: str = "onecycle"
@@ -134,6 +146,15 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
+        if (self.target == "correction") != (self.coarse is not None):
+            raise ValueError("target='correction' and coarse='SxT' go together: a correction "
+                             "corrects a coarsened solver (--target correction --coarse 2x5)")
+        if self.coarse is not None:
+            space, steps = parse_coarsening(self.coarse)
+            object.__setattr__(self, "coarse", f"{space}x{steps}")
+            if self.horizon != 1 or self.mode != "teacher-forcing":
+                raise ValueError("a correction is trained one record interval at a time: use "
+                                 "horizon 1 with teacher forcing")
         if not isinstance(self.pushforward, bool):
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
@@ -222,8 +243,11 @@ def operator_loss(prediction, target, gradient_weight: float) -> torch.Tensor:
 def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
                  config: TrainConfig, generator: torch.Generator | None) -> torch.Tensor:
     """Mean per-field relative L2 over the horizon, teacher-forced or unrolled (with
-    pushforward: gradients only through the last step)."""
+    pushforward: gradients only through the last step); a corrector's: of its corrected
+    coarse step."""
     target = batch["target"]
+    if wrapped.task.correction:
+        return relative_l2(corrected(wrapped, batch)[:, 0], target[:, 0], fields=True).mean()
     steps = target.shape[1]
     fields = wrapped.task.window * len(wrapped.task.inputs)
 
@@ -276,12 +300,24 @@ def _collate(dataset: TaskDataset, indices) -> dict[str, torch.Tensor]:
     return {key: torch.stack([item[key] for item in items]) for key in items[0]}
 
 
+def corrected(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A corrector's one-step prediction ``[batch, 1, fields, *grid]``: the batch's coarse
+    prediction plus the model's correction."""
+    coarse = batch["coarse"][:, 0]
+    return (coarse + wrapped.correction(batch["history"], coarse,
+                                        batch["conditioning"][:, 0])).unsqueeze(1)
+
+
 def _predict(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]):
-    """(prediction, per-sample error ``[batch, steps]``) of a batch: operator pairs, or the
-    free autoregressive rollout over the batch's horizon."""
+    """(prediction, per-sample error ``[batch, steps]``) of a batch: operator pairs, the
+    corrected coarse step, or the free autoregressive rollout over the batch's horizon."""
     if wrapped.task.kind == "operator":
         prediction = wrapped(batch["x"])
         return prediction, relative_l2(prediction, batch["y"], fields=True)[:, None]
+    if wrapped.task.correction:
+        prediction = corrected(wrapped, batch)
+        return prediction, relative_l2(prediction[:, 0], batch["target"][:, 0],
+                                       fields=True)[:, None]
     prediction = wrapped.rollout(batch["history"], batch["conditioning"])
     errors = [relative_l2(prediction[:, k], batch["target"][:, k], fields=True)
               for k in range(prediction.shape[1])]
@@ -307,8 +343,10 @@ def _evaluate_split(wrapped: NormalisedModel, dataset: TaskDataset, batch_size: 
             "test_rel_l2_per_step": [float(v) for v in values.mean(dim=0)]}
 
 
-def _datasets(data, test_data, config: TrainConfig, inputs, outputs):
-    """(task, training set, test set, dataset facts for the checkpoint)."""
+def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
+              progress: bool = False):
+    """(task, training set, test set, dataset facts for the checkpoint). A correction's
+    datasets carry the coarse predictions, computed into (or read from) ``out``."""
     def task_of(ds):
         return infer_task(ds, window=config.window, horizon=config.horizon,
                           inputs=tuple(inputs) if inputs else None,
@@ -331,7 +369,14 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs):
     else:
         train_samples, test_samples = split_samples(num_samples, config.num_test)
         test_set = TaskDataset(data, task, test_samples)
-    return task, TaskDataset(data, task, train_samples), test_set, facts
+    if config.target != "correction":
+        return task, TaskDataset(data, task, train_samples), test_set, facts
+    task = dataclasses.replace(task, correction=True)
+    cache = coarse_predictions(data, config.coarse, cache_directory(out), progress=progress)
+    test_cache = cache if test_data is None else coarse_predictions(
+        test_data, config.coarse, cache_directory(out, "test"), progress=progress)
+    return (task, CorrectionDataset(data, task, train_samples, cache.values),
+            CorrectionDataset(test_set.path, task, test_set.samples, test_cache.values), facts)
 
 
 def _scheduler(optimizer, config: TrainConfig, total_steps: int):
@@ -347,13 +392,19 @@ def _check_run_directory(out: Path, resume: bool) -> None:
     if (out / CONFIG).exists() and not resume:
         raise ValueError(f"{out} already holds a run; pass resume=True (--resume) to continue "
                          "it, or choose another --out")
-    if not resume and out.is_dir() and any(out.iterdir()):
+    # The coarse predictions of a correction run that stopped before its first epoch are
+    # kept: the same command goes on from them.
+    cache = cache_directory(out).parent
+    if not resume and out.is_dir() and any(p != cache for p in out.iterdir()):
         raise ValueError(f"--out '{out}' is a directory with other files in it: a run needs a "
                          "new or empty directory")
     if resume:
         recover(out)
         if not (out / STATE_JSON).exists():
-            raise ValueError(f"nothing to resume in {out}: no {STATE_JSON}")
+            hint = (" (it holds only the coarse predictions of an interrupted correction run: "
+                    "run the same command without --resume to go on from them)"
+                    if cache.exists() else "")
+            raise ValueError(f"nothing to resume in {out}: no {STATE_JSON}{hint}")
         check_consistent(out)
 
 
@@ -488,7 +539,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     """The body of :func:`train`, under the run's lock."""
     from tqdm.auto import tqdm
 
-    task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs)
+    task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs,
+                                                 out, progress and rank == 0)
 
     torch.manual_seed(config.seed)
     model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
@@ -501,6 +553,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
             raise ValueError("target='increment' is for rollout tasks (trajectories); an "
                              "operator task maps inputs to outputs: use target='state'")
         normalizers = fit_normalizers(train_set, increments=config.target == "increment")
+        if task.correction:
+            normalizers["corrections"] = fit_corrections(train_set)
     gradient_weight = config.gradient_loss_weight
     if gradient_weight is None:
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0
@@ -581,6 +635,10 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
         schema.check_output(out, inputs=(data, run), overwrite=overwrite)
     model, record = load_checkpoint(run, device=check_device(device))
     task = Task.from_dict(record["task"])
+    if task.correction:
+        raise ValueError(f"{run} corrects the coarse solver {record['correction']['coarsening']}"
+                         ": it is evaluated in the loop of that solver, with 'ssmpde rollout "
+                         f"--checkpoint {run} --data DATA'")
     wrapped = normalised_model(model, record)
     with schema.open_dataset(data) as ds:
         needed = [parse_selector(v)[0] for v in (*task.inputs, *task.outputs,

@@ -1,0 +1,238 @@
+r"""Training data of a learned correction of a coarse solver.
+
+A corrector learns what a coarse solver misses in one record interval: for every stored
+frame :math:`u_t` of a trajectory dataset, the coarse solver (the generating solver,
+:meth:`~ssmpde.solvers.base.TimeDependentSolver.coarsened`) predicts
+:math:`c_{t+1} = \mathcal{C}(u_t)`, and the model is trained on
+
+.. math:: (u_{t-w+1}, \dots, u_t,\ c_{t+1},\ \text{conditioning}) \mapsto u_{t+1} - c_{t+1},
+
+the correction, normalised by the corrections' own statistics (Um et al., "Solver-in-the-Loop:
+Learning from Differentiable Physics to Interact with Iterative PDE-Solvers", NeurIPS 2020;
+Kochkov et al., "Machine learning-accelerated computational fluid dynamics", PNAS 2021).
+
+The data must be stored on the coarse solver's own simulation grid (a KS dataset simulated on
+512 points and stored on 256 for a 2x coarsening): the corrected stepper's state then never
+passes through a coarser grid between steps. The coarse predictions are computed once per
+dataset and coarsening, in blocks of samples written atomically beside the run
+(:func:`coarse_predictions`), so an interrupted build resumes with the blocks it has.
+See ``docs/hybrid.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ssmpde.data import SAMPLE, TIME, atomic_path, config_of, open_dataset
+from ssmpde.solvers.base import (SolverDivergedError, TimeDependentSolver, get_solver,
+                                 parse_coarsening)
+
+from .datasets import Normalizer, TaskDataset
+
+__all__ = ["CoarseCache", "CorrectionDataset", "cache_directory", "coarse_predictions",
+           "coarse_solver", "fit_corrections"]
+
+MANIFEST = "manifest.json"
+#: Samples per cache block (one atomic file each).
+BLOCK = 16
+
+
+def coarse_solver(ds, coarsening: str | tuple[int, int]) -> TimeDependentSolver:
+    """The generating solver of ``ds`` coarsened by ``coarsening`` ("SxT"), checked to step
+    the stored grid itself (no hand-over through a coarser grid)."""
+    space, steps = (parse_coarsening(coarsening) if isinstance(coarsening, str)
+                    else tuple(coarsening))
+    try:
+        config = config_of(ds)
+        fine = get_solver(config["equation"], **config["solver"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"cannot rebuild the solver that generated this dataset ({error}): a "
+                         "correction is trained on data written by 'ssmpde generate'") from None
+    if not isinstance(fine, TimeDependentSolver):
+        raise ValueError(f"{fine.name} is a steady problem: a learned correction needs "
+                         "trajectories of a time-dependent solver")
+    try:
+        coarse = fine.coarsened(space=space, time=steps)
+    except ValueError as error:
+        raise ValueError(f"bad coarsening {space}x{steps}: {error}") from None
+    if tuple(coarse.simulation_grid) != tuple(fine.grid):
+        raise ValueError(
+            f"a {space}x{steps} coarsening simulates on {list(coarse.simulation_grid)} points, "
+            f"but the data are stored on {list(fine.grid)}: a corrected stepper works on the "
+            "coarse solver's own grid, so generate the data stored there (--resolution "
+            f"{coarse.simulation_grid[0]} with --simulation-resolution "
+            f"{fine.simulation_grid[0]}), or pick the space factor "
+            f"{fine.simulation_grid[0] // fine.grid[0]}")
+    return coarse
+
+
+def _parameters(ds, solver: TimeDependentSolver, samples: slice) -> tuple[dict, dict]:
+    """(static, time-dependent ``[batch, time, ...]``) solver parameters of ``samples``."""
+    static, moving = {}, {}
+    for name in solver.parameter_names:
+        if name not in ds.data_vars:
+            continue  # the config's default applies
+        var = ds[name].isel({SAMPLE: samples}).transpose(SAMPLE, ...)
+        (moving if TIME in var.dims else static)[name] = np.asarray(var.values, np.float64)
+    return static, moving
+
+
+@dataclass
+class CoarseCache:
+    """The coarse predictions of a whole dataset.
+
+    Attributes
+    ----------
+    values : array ``[sample, time - 1, field, *grid]`` float32
+        ``values[s, t]`` is the coarse solver's step from stored frame ``t`` of sample ``s``:
+        its prediction of frame ``t + 1``.
+    directory : Path
+    computed : list of int
+        The blocks this call computed (the others were on disk already).
+    """
+
+    values: np.ndarray
+    directory: Path
+    computed: list[int]
+
+
+def _key(ds, coarse: TimeDependentSolver, coarsening: str) -> dict:
+    fields = list(coarse.fields)
+    return {"coarsening": coarsening, "coarse_config": coarse.config_dict(),
+            "generator": config_of(ds), "samples": int(ds.sizes[SAMPLE]),
+            "frames": int(ds.sizes[TIME]), "fields": fields,
+            "grid": [int(n) for n in ds[fields[0]].shape[2:]]}
+
+
+def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
+                       progress: bool = False,
+                       on_block: Callable[[int], None] | None = None) -> CoarseCache:
+    """Run the coarse solver one record interval from every stored frame of ``data``.
+
+    Parameters
+    ----------
+    data : path
+        An ssmpde trajectory dataset, stored on the coarse solver's simulation grid.
+    coarsening : str
+        ``"SxT"``: the generating solver's grid ``S`` times coarser, its step ``T`` times
+        longer (see :func:`ssmpde.solvers.base.parse_coarsening`).
+    directory : path
+        The cache: ``manifest.json`` and one ``block_NNNNN.npy`` per ``block`` samples,
+        each written atomically. A second call (or a resumed run) computes only the blocks
+        that are missing; a cache built from other data or another coarsening is refused.
+    on_block : callable, optional
+        Called with each block's index after it is written (progress hooks, tests).
+
+    Returns
+    -------
+    CoarseCache
+    """
+    directory = Path(directory)
+    coarsening = "{}x{}".format(*parse_coarsening(coarsening))
+    with open_dataset(data) as ds:
+        coarse = coarse_solver(ds, coarsening)
+        if TIME not in ds.dims or ds.sizes[TIME] < 2:
+            raise ValueError(f"{data} holds no trajectories (a time axis of at least two "
+                             "frames): a correction is learned from consecutive frames")
+        key = _key(ds, coarse, coarsening)
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        manifest = directory / MANIFEST
+        if manifest.exists():
+            stored = json.loads(manifest.read_text())
+            if stored.get("digest") != digest:
+                raise ValueError(f"the correction cache {directory} was built from other data "
+                                 f"or another coarsening ({stored.get('coarsening')}); remove "
+                                 "it or train into a new run directory")
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            with atomic_path(manifest) as tmp:
+                tmp.write_text(json.dumps({"digest": digest, **key}, indent=1))
+        num, frames, times = ds.sizes[SAMPLE], ds.sizes[TIME], ds[TIME].values
+        starts = range(0, num, block)
+        computed = []
+        from tqdm.auto import tqdm
+
+        for index in tqdm(starts, desc=f"coarse {coarsening} predictions", unit="block",
+                          disable=not progress, leave=False):
+            path = directory / f"block_{index // block:05d}.npy"
+            if path.exists():
+                continue
+            rows = slice(index, min(index + block, num))
+            states = np.stack([np.asarray(ds[f].isel({SAMPLE: rows}).values, np.float64)
+                               for f in coarse.fields], axis=2)
+            static, moving = _parameters(ds, coarse, rows)
+            out = np.empty((states.shape[0], frames - 1, *states.shape[2:]), np.float32)
+            for t in range(frames - 1):
+                given = {**static, **{k: v[:, t] for k, v in moving.items()}}
+                try:
+                    out[:, t] = coarse.step(states[:, t:t + 1], time=float(times[t]),
+                                            parameters=given)
+                except SolverDivergedError as error:
+                    raise ValueError(
+                        f"the coarse solver {coarsening} diverges in one record interval "
+                        f"from frame {t} of samples {rows.start}..{rows.stop - 1} of {data} "
+                        f"({error}): choose a smaller coarsening") from None
+            with atomic_path(path) as tmp:
+                with open(tmp, "wb") as handle:
+                    np.save(handle, out)
+            computed.append(index // block)
+            if on_block is not None:
+                on_block(index // block)
+    values = np.concatenate([np.load(directory / f"block_{i // block:05d}.npy")
+                             for i in starts])
+    return CoarseCache(values, directory, computed)
+
+
+class CorrectionDataset(TaskDataset):
+    """Rollout items of a correction task (horizon 1) with the coarse prediction of the
+    target frame: ``{"history", "target", "conditioning", "coarse": [1, fields, *grid]}``.
+
+    Parameters
+    ----------
+    path, task, samples
+        As :class:`~ssmpde.surrogates.datasets.TaskDataset` (``task.correction`` set).
+    coarse : array ``[all samples of the file, time - 1, field, *grid]``
+        :attr:`CoarseCache.values` of the same file.
+    """
+
+    def __init__(self, path, task, samples, coarse: np.ndarray):
+        if task.horizon != 1:
+            raise ValueError("a correction is trained one record interval at a time "
+                             f"(horizon 1), got horizon {task.horizon}")
+        super().__init__(path, task, samples)
+        self.coarse = coarse
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        item = super().__getitem__(index)
+        sample = int(self.samples[index // self.starts])
+        frame = index % self.starts + self.task.window - 1  # the step from this frame
+        item["coarse"] = torch.from_numpy(self.coarse[sample, frame:frame + 1])
+        return item
+
+
+def fit_corrections(dataset: CorrectionDataset) -> Normalizer:
+    """Per-field statistics of the corrections (next frame − coarse prediction) over the
+    training samples, every frame."""
+    ds = dataset._dataset()
+    task = dataset.task
+
+    def corrections(sample: int) -> np.ndarray:
+        frames = np.stack([np.asarray(ds[v].isel({SAMPLE: sample}).values, np.float64)
+                           for v in task.inputs], axis=1)[1:]
+        delta = frames - dataset.coarse[sample].astype(np.float64)
+        return np.moveaxis(delta, 1, 0).reshape(len(task.inputs), -1)
+
+    return Normalizer.fit((corrections(int(s)) for s in dataset.samples), names=task.inputs)
+
+
+def cache_directory(run: os.PathLike, name: str = "train") -> Path:
+    """Where a run keeps the coarse predictions of its training (or test) data."""
+    return Path(run) / "correction_cache" / name
