@@ -1,0 +1,105 @@
+r"""A coarse solver followed by a trained correction, as one Stepper.
+
+One step of a :class:`CorrectedStepper` advances the coarse solver one record interval from
+the last frame, then adds the correction a trained model predicts from the history, the coarse
+prediction and the conditioning:
+
+.. math:: u_{t+1} = c_{t+1} + M(u_{t-w+1..t},\ c_{t+1},\ \text{conditioning}),
+          \qquad c_{t+1} = \mathcal{C}(u_t).
+
+The state stays on the coarse solver's simulation grid (the data the corrector was trained on
+are stored there), so nothing is lost handing frames between the two. The correction is added
+in float64: a correction of exactly zero gives the coarse solver's step bit for bit. This is
+the "solver in the loop" of Um et al. (NeurIPS 2020) and the learned correction of Kochkov et
+al. (PNAS 2021); training is :func:`ssmpde.surrogates.train.train` with
+``target="correction"``. See ``docs/hybrid.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ssmpde.solvers import get_solver
+from ssmpde.solvers.base import parse_coarsening
+from ssmpde.surrogates.checkpoint import load_checkpoint
+
+from .stepper import SurrogateStepper
+from .steps import stepper_inputs
+
+__all__ = ["CorrectedStepper", "stepper_from_checkpoint"]
+
+
+class CorrectedStepper(SurrogateStepper):
+    """A coarse solver corrected after every step by a trained model.
+
+    Attributes
+    ----------
+    coarse : TimeDependentSolver
+        The coarsened solver (its ``dt`` is the record interval of the data).
+    coarsening : str
+        ``"SxT"`` (grid ``S`` times coarser, step ``T`` times longer than the generator's).
+    fields, dt, window, parameter_names
+        The Stepper protocol; ``parameter_names`` holds what the solver and the model take.
+    """
+
+    def __init__(self, model: torch.nn.Module, record: dict, *, coarse=None, device=None,
+                 source: str | None = None):
+        super().__init__(model, record, device=device, source=source)
+        if not self.task.correction or "correction" not in record:
+            raise ValueError("this checkpoint is not a correction of a coarse solver (train "
+                             "one with target='correction', --target correction --coarse SxT)")
+        self.coarsening = record["correction"]["coarsening"]
+        if coarse is None:
+            generator = record["dataset"].get("generator_config") or {}
+            try:
+                fine = get_solver(generator["equation"], **generator["solver"])
+            except (KeyError, TypeError) as error:
+                raise ValueError(f"the checkpoint does not record the generating solver "
+                                 f"({error!r}): it cannot rebuild the coarse solver") from None
+            space, steps = parse_coarsening(self.coarsening)
+            coarse = fine.coarsened(space=space, time=steps)
+        if tuple(coarse.simulation_grid) != tuple(self.grid):
+            raise ValueError(f"the coarse solver steps a {list(coarse.simulation_grid)} grid, "
+                             f"the corrector was trained on {list(self.grid)}")
+        if abs(coarse.dt - self.dt) > 1e-12 * max(1.0, self.dt):
+            raise ValueError(f"the coarse solver's record interval {coarse.dt} differs from the "
+                             f"corrector's {self.dt}")
+        self.coarse = coarse
+        self.parameter_names = tuple(dict.fromkeys((*self.task.conditioning,
+                                                    *coarse.parameter_names)))
+
+    @property
+    def label(self) -> str:
+        """How reports name it: ``corrected 4x5``."""
+        return f"corrected {self.coarsening}"
+
+    def step(self, history: np.ndarray, *, time: float = 0.0,
+             parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """``history [batch, window, field, *grid]`` → the corrected next frame (float64).
+
+        ``time`` is the time of the last frame (the coarse solver's forcing reads it);
+        ``parameters`` holds what the solver and the model take.
+        """
+        history = self.check_history(history)
+        coarse = np.asarray(self.coarse.step(
+            history[:, -1:], time=time,
+            parameters=stepper_inputs(self.coarse, parameters, time)), dtype=np.float64)
+        cond = self._conditioning(history.shape[0], parameters)
+        with torch.no_grad():
+            correction = self._wrapped.correction(
+                torch.as_tensor(history, dtype=torch.float32, device=self.device),
+                torch.as_tensor(coarse, dtype=torch.float32, device=self.device),
+                torch.as_tensor(cond, dtype=torch.float32, device=self.device))
+        return coarse + correction.double().cpu().numpy()
+
+
+def stepper_from_checkpoint(path, device=None) -> SurrogateStepper:
+    """The Stepper a run directory holds: a :class:`CorrectedStepper` for a correction of a
+    coarse solver, a :class:`~ssmpde.coupling.stepper.SurrogateStepper` otherwise."""
+    model, record = load_checkpoint(path, device=device or "cpu")
+    kind = CorrectedStepper if "correction" in record else SurrogateStepper
+    return kind(model, record, device=device, source=str(Path(path).resolve()))

@@ -1,0 +1,199 @@
+"""A coarse solver corrected by a trained model (``ssmpde.coupling.corrected``) and its
+training data (``ssmpde.surrogates.correction``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from ssmpde import data
+from ssmpde.coupling.corrected import CorrectedStepper, stepper_from_checkpoint
+from ssmpde.coupling.steps import Conditions, rollout
+from ssmpde.solvers import generate
+from ssmpde.solvers.base import TimeDependentSolver, register_solver
+from ssmpde.solvers.semilinear import sine_series
+from ssmpde.surrogates.correction import coarse_predictions, coarse_solver
+from ssmpde.surrogates.train import TrainConfig, train
+
+
+# -- a linear PDE whose fine-minus-coarse map is known in closed form -----------------------
+@dataclasses.dataclass(frozen=True)
+class ExplicitHeatConfig:
+    resolution: int = 16
+    simulation_resolution: int = 16
+    diffusivity: float = 0.02
+    final_time: float = 0.4
+    record_interval: float = 0.1
+    time_step: float = 0.01
+
+
+@register_solver("test-explicit-heat")
+class ExplicitHeat(TimeDependentSolver):
+    """u_t = D u_xx on [0, 1), periodic: second-order differences, forward Euler steps.
+
+    The scheme is linear and diagonal in Fourier space: mode k is multiplied by
+    g(h) = 1 - 4 D h / Δx² sin²(π k / N) per step h, so one record interval of the solver
+    with step h multiplies it by g(h)^(interval / h), and the exact fine-minus-coarse map of
+    a time coarsening is diagonal with entries g(h)^n - g(T h)^(n / T).
+    """
+
+    Config = ExplicitHeatConfig
+    fields = ("u",)
+    field_units = {"u": ("u", "1")}
+
+    def initial_condition(self, seed, indices):
+        return sine_series(seed, indices, self.config.simulation_resolution, 1.0, 5)
+
+    def start(self, initial, parameters):
+        return {"u": initial.copy()}
+
+    def advance(self, state, time):
+        cfg = self.config
+        steps = int(round(cfg.record_interval / cfg.time_step))
+        a = cfg.diffusivity * cfg.time_step * cfg.simulation_resolution ** 2
+        u = state["u"]
+        for _ in range(steps):
+            u = u + a * (np.roll(u, 1, axis=-1) - 2 * u + np.roll(u, -1, axis=-1))
+        state["u"] = u
+
+    def observe(self, state):
+        return state["u"].copy()
+
+    def multiplier(self, time_step: float) -> np.ndarray:
+        """One record interval in Fourier space, per rfft mode (the exact map)."""
+        cfg = self.config
+        n = cfg.simulation_resolution
+        k = np.arange(n // 2 + 1)
+        g = 1 - 4 * cfg.diffusivity * time_step * n ** 2 * np.sin(np.pi * k / n) ** 2
+        return g ** int(round(cfg.record_interval / time_step))
+
+
+@pytest.fixture(scope="module")
+def heat_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("heat") / "heat.nc"
+    generate("test-explicit-heat", num_samples=48, seed=0, out=path, progress=False)
+    return path
+
+
+def test_corrector_learns_the_exact_fine_minus_coarse_map_of_a_linear_pde(heat_data, tmp_path):
+    run = tmp_path / "run"
+    train("fno", heat_data, out=run, preset="burgers", progress=False,
+          model_overrides={"width": 16, "depth": 1, "modes": [9]},
+          config=TrainConfig(epochs=40, batch_size=16, window=1, lr=5e-3, num_test=8,
+                             target="correction", coarse="1x5", schedule="cosine"))
+    stepper = stepper_from_checkpoint(run)
+    assert isinstance(stepper, CorrectedStepper) and stepper.label == "corrected 1x5"
+    fine = ExplicitHeat()
+    with data.open_dataset(heat_data) as ds:
+        states = ds["u"].values[40:].reshape(-1, 1, 16)  # held-out samples, every frame
+    exact = np.fft.irfft(np.fft.rfft(states) * fine.multiplier(0.01), n=16)
+    coarse = np.fft.irfft(np.fft.rfft(states) * fine.multiplier(0.05), n=16)
+    # The closed form is the solver: the exact correction is known.
+    np.testing.assert_allclose(fine.step(states[:, None]), exact, atol=1e-12)
+    np.testing.assert_allclose(stepper.coarse.step(states[:, None]), coarse, atol=1e-12)
+    corrected = stepper.step(states[:, None])
+    coarse_error = np.linalg.norm(coarse - exact) / np.linalg.norm(exact)
+    error = np.linalg.norm(corrected - exact) / np.linalg.norm(exact)
+    assert coarse_error > 2e-2  # there is something to learn
+    assert error <= 1e-3, (error, coarse_error)
+
+
+def _zero_output(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        last = [m for m in model.modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d,
+                                                              torch.nn.Conv2d))][-1]
+        last.weight.zero_()
+        if last.bias is not None:
+            last.bias.zero_()
+
+
+@pytest.fixture(scope="module")
+def ks_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ks") / "ks.nc"
+    generate("kuramoto-sivashinsky", num_samples=6, seed=0, out=path, preset="lpsda",
+             resolution=64, simulation_resolution=128, final_time=0.5, progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ks_corrector(ks_data, tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "ks-2x5"
+    train("fno", ks_data, out=run, preset="burgers", progress=False,
+          model_overrides={"width": 8, "depth": 1, "modes": [8]},
+          config=TrainConfig(epochs=1, batch_size=8, window=1, num_test=2,
+                             target="correction", coarse="2x5"))
+    return run
+
+
+def test_zero_corrector_is_the_coarse_solver_bit_for_bit(ks_data, ks_corrector):
+    stepper = stepper_from_checkpoint(ks_corrector)
+    _zero_output(stepper.model)
+    stepper._wrapped.corrections.mean = [0.0] * len(stepper.fields)
+    with data.open_dataset(ks_data) as ds:
+        history = ds["u"].values[:, :1, None]
+        conditions = Conditions.from_dataset(ds)
+    corrected = rollout(stepper, history, 5, parameters=conditions)
+    coarse = rollout(stepper.coarse, history, 5, parameters=conditions)
+    np.testing.assert_array_equal(corrected, coarse)
+    assert stepper.coarse.simulation_grid == (64,)  # the state stays on the coarse grid
+    assert stepper.coarse.config.time_step == pytest.approx(5 * 0.01)
+
+
+def test_checkpoint_records_the_coarsening(ks_corrector):
+    record = json.loads((ks_corrector / "config.json").read_text())
+    assert record["correction"] == {"coarsening": "2x5"}
+    assert record["task"]["correction"] is True
+    assert set(record["normalizers"]) >= {"fields", "conditioning", "corrections"}
+    assert (ks_corrector / "correction_cache" / "train" / "manifest.json").exists()
+
+
+def test_coarse_cache_matches_the_coarse_solver_and_resumes_after_a_kill(ks_data, tmp_path):
+    cache = tmp_path / "cache"
+
+    def interrupt(block):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        coarse_predictions(ks_data, "2x5", cache, block=2, on_block=interrupt)
+    assert sorted(p.name for p in cache.glob("block_*.npy")) == ["block_00000.npy"]
+    assert not list(cache.glob(".*tmp*"))  # nothing half-written
+    resumed = coarse_predictions(ks_data, "2x5", cache, block=2)
+    assert resumed.computed == [1, 2]  # the finished block is not recomputed
+    fresh = coarse_predictions(ks_data, "2x5", tmp_path / "fresh", block=2)
+    np.testing.assert_array_equal(resumed.values, fresh.values)  # reproducible
+    with data.open_dataset(ks_data) as ds:
+        coarse = coarse_solver(ds, "2x5")
+        u = ds["u"].values
+        viscosity = ds["viscosity"].values if "viscosity" in ds else None
+    expected = coarse.step(u[:, 3:4, None], time=0.3, parameters=None if viscosity is None
+                           else {"viscosity": viscosity})
+    np.testing.assert_array_equal(resumed.values[:, 3], expected.astype(np.float32))
+    with pytest.raises(ValueError, match="other data or another coarsening"):
+        coarse_predictions(ks_data, "2x2", cache, block=2)
+
+
+def test_bad_coarsenings_get_one_clear_error(ks_data, tmp_path):
+    with data.open_dataset(ks_data) as ds:
+        with pytest.raises(ValueError, match="bad coarsening 3x1.*does not divide"):
+            coarse_solver(ds, "3x1")
+        with pytest.raises(ValueError, match="bad coarsening 4x1.*does not divide"):
+            coarse_solver(ds, "4x1")
+        with pytest.raises(ValueError, match="stored on \\[64\\].*space factor 2"):
+            coarse_solver(ds, "1x5")
+        with pytest.raises(ValueError, match="bad coarsening 'fast'"):
+            coarse_solver(ds, "fast")
+    # A time step far beyond the explicit flux's limit blows up in one record interval.
+    long_records = tmp_path / "ks-long-records.nc"
+    generate("kuramoto-sivashinsky", num_samples=2, seed=0, out=long_records, preset="lpsda",
+             resolution=64, simulation_resolution=128, final_time=4.0, record_interval=2.0,
+             progress=False)
+    with pytest.raises(ValueError, match="coarse solver 2x50 diverges.*smaller coarsening"):
+        coarse_predictions(long_records, "2x50", tmp_path / "cache")
+    with pytest.raises(ValueError, match="target='correction' and coarse='SxT' go together"):
+        TrainConfig(target="correction")
+    with pytest.raises(ValueError, match="horizon 1"):
+        TrainConfig(target="correction", coarse="2x5", horizon=2)
