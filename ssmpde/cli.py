@@ -183,6 +183,9 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="coarse-solver baseline SPACExTIME, e.g. 2x1 (grid 2x coarser) "
                               "or 1x4 (step 4x longer); repeatable; 'none' for none "
                               "(default: a standard set)")
+    rollout.add_argument("--corrector", action="append", default=[], metavar="RUN",
+                         help="also roll out this corrector of a coarse solver (a run trained "
+                              "with --target correction) beside the others; repeatable")
     rollout.add_argument("--pareto", help="write the error-against-wall-time figure here")
     rollout.add_argument("--workers", type=int, default=None,
                          help="parareal: run the fine slices on a local dask cluster of N "
@@ -231,7 +234,11 @@ def _add_train_parser(commands) -> None:
             ("window", int, "rollout: frames in"), ("horizon", int, "rollout: frames out"),
             ("mode", str, "rollout: teacher-forcing or autoregressive"),
             ("noise-std", float, "Gaussian noise on the normalised inputs"),
-            ("target", str, "rollout: predict the next state (default) or its increment"),
+            ("target", str, "rollout: predict the next state (default), its increment, or "
+                            "the correction of a coarse solver's step (correction, with --coarse)"),
+            ("coarse", str, "with --target correction: the coarsening SPACExTIME of the "
+                            "generating solver to correct, e.g. 2x5 (grid 2x coarser, step 5x "
+                            "longer); the data must be stored on that coarse grid"),
             ("num-test", int, "samples held out when no --test-data is given"),
             ("seed", int, "seed of initialisation, data order and noise"),
             ("schedule", str, "learning-rate schedule: onecycle (default) or cosine"),
@@ -365,7 +372,8 @@ def _rollout(args: argparse.Namespace) -> int:
         rows = run_rollout(args.checkpoint, steps=args.steps, schedules=args.schedule,
                            data=args.data, samples=args.samples, out=args.out,
                            plot=args.plot, overwrite=args.overwrite, coarse=coarse,
-                           pareto=args.pareto, executor=executor)
+                           pareto=args.pareto, executor=executor,
+                           correctors=args.corrector)
     print("| schedule | kind | final rel. L2 | wall s | detail |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -568,6 +568,7 @@ _PARETO_STYLE = {
     "checks": ("v", "tab:brown", "adaptive (checks)"),
     "adaptive": ("D", "tab:blue", "adaptive (error control)"),
     "parareal": ("P", "tab:green", "parareal"),
+    "corrected": ("h", "tab:cyan", "corrected coarse solver"),
 }
 
 

@@ -12,8 +12,8 @@ import time as _time
 
 import numpy as np
 
-from ssmpde.core import relative_l2
-from ssmpde.solvers.base import SolverDivergedError
+from ssmpde.core import high_correlation_time, relative_l2
+from ssmpde.solvers.base import SolverDivergedError, parse_coarsening
 
 from .steps import stepper_inputs
 
@@ -22,16 +22,6 @@ __all__ = ["DEFAULT_COARSENINGS", "SURROGATE_KINDS", "against_coarse", "coarse_b
 
 #: (space, time) factors tried by default; those a configuration cannot make are skipped.
 DEFAULT_COARSENINGS = ((2, 1), (4, 1), (1, 2), (1, 5), (2, 2), (2, 5), (4, 5))
-
-
-def parse_coarsening(text: str) -> tuple[int, int]:
-    """``"2x1"`` → (2, 1): the simulation grid 2x coarser per axis, the same time step."""
-    space, sep, time = str(text).lower().partition("x")
-    if not sep or not space.isdigit() or not time.isdigit() or int(space) < 1 \
-            or int(time) < 1 or (int(space), int(time)) == (1, 1):
-        raise ValueError(f"bad coarsening {text!r}: use SPACExTIME with integer factors, e.g. "
-                         "'2x1' (grid 2x coarser) or '1x4' (time step 4x longer)")
-    return int(space), int(time)
 
 
 def _label(solver, space: int, time: int) -> str:
@@ -107,12 +97,13 @@ def coarse_baselines(solver, history: np.ndarray, num_steps: int, *, reference: 
                            for k in range(num_steps)])
         rows.append({"schedule": label, "kind": "coarse", "space": space, "time": steps,
                      "final_rel_l2": float(errors[-1]), "errors": errors.tolist(),
-                     "seconds": seconds})
+                     "seconds": seconds,
+                     "correlation_time": high_correlation_time(frames, reference, solver.dt)})
     return rows
 
 
-#: Row kinds that use the surrogate.
-SURROGATE_KINDS = ("surrogate", "fixed", "checks", "adaptive", "parareal")
+#: Row kinds that use a trained model: the surrogate's schedules and the corrected solvers.
+SURROGATE_KINDS = ("surrogate", "fixed", "checks", "adaptive", "parareal", "corrected")
 
 
 def against_coarse(rows: list[dict]) -> dict:

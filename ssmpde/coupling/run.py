@@ -9,13 +9,13 @@ import numpy as np
 import xarray as xr
 
 from ssmpde import data as schema
-from ssmpde.core import gib, memory_limit
+from ssmpde.core import gib, high_correlation_time, memory_limit
 from ssmpde.solvers import get_solver
 
 from .baseline import coarse_baselines, solver_run
 from .hybrid import (Adaptive, HybridRolloutError, Parareal, Plan, hybrid_rollout,
                      parse_schedule, to_dataset)
-from .stepper import SurrogateStepper
+from .corrected import CorrectedStepper, stepper_from_checkpoint
 from .steps import Conditions
 from .warm_start import OperatorSurrogate, warm_start
 
@@ -54,10 +54,16 @@ def _solver_for(record: dict, data: Path | xr.Dataset):
 
 def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                 samples: str = "0", out=None, plot=None, overwrite: bool = False,
-                coarse=None, pareto=None, executor=None) -> list[dict]:
+                coarse=None, pareto=None, executor=None, correctors=()) -> list[dict]:
     """Hybrid rollouts of a trained surrogate from the first ``window`` frames of ``samples``
     of ``data`` (default: the training data), for every schedule, against the solver alone,
     beside the honest baseline: the same solver at reduced cost.
+
+    ``checkpoint`` may hold a corrector of a coarse solver (``target="correction"``): the
+    corrected stepper then plays the surrogate, and its own row is ``corrected SxT`` (kind
+    ``corrected``). ``correctors``: more correctors' run directories, each rolled out on its
+    own beside the rest (a ``corrected SxT`` row each). Every row also has its
+    ``correlation_time`` (:func:`ssmpde.core.high_correlation_time`).
 
     Returns one row per schedule (and for "solver" and "surrogate", and per coarse solver):
     ``kind``, relative L2 at the final step, wall time (``seconds``; for parareal also its
@@ -75,7 +81,14 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     # Each schedule is parsed once, here: a bad one fails before any work.
     plans = {schedule: parse_schedule(schedule)
              for schedule in dict.fromkeys(["solver", "surrogate", *schedules])}
-    surrogate = SurrogateStepper.from_checkpoint(checkpoint)
+    surrogate = stepper_from_checkpoint(checkpoint)
+    extra = []
+    for path in correctors:
+        corrector = stepper_from_checkpoint(path)
+        if not isinstance(corrector, CorrectedStepper):
+            raise ValueError(f"--corrector {path} is not a corrector of a coarse solver (it "
+                             "was not trained with --target correction)")
+        extra.append(corrector)
     data = Path(data or surrogate.record["dataset"]["path"])
     for path, flag in ((out, "--out"), (plot, "--plot"), (pareto, "--pareto")):
         if path is not None:
@@ -85,9 +98,10 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     # The data file is opened and validated once; everything read from it comes from here.
     with schema.open_dataset(data) as ds:
         solver = _solver_for(surrogate.record, ds)
-        if abs(solver.dt - surrogate.dt) > 1e-12 * max(1.0, surrogate.dt):
-            raise ValueError(f"the solver's record interval {solver.dt} differs from the "
-                             f"surrogate's dt {surrogate.dt}")
+        for stepper in (surrogate, *extra):
+            if abs(solver.dt - stepper.dt) > 1e-12 * max(1.0, stepper.dt):
+                raise ValueError(f"the solver's record interval {solver.dt} differs from the "
+                                 f"dt {stepper.dt} of {stepper.source}")
         indices = _parse_samples(samples, ds.sizes[schema.SAMPLE])
         window = surrogate.window
         missing = [f for f in solver.fields if f not in ds.data_vars]
@@ -95,6 +109,11 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
             raise ValueError(f"{data} does not hold trajectories of {list(solver.fields)}, "
                              f"the fields the solver advances (it has "
                              f"{sorted(ds.data_vars)}): use the data it was trained on")
+        stored = [ds.sizes[d] for d in schema.SPATIAL_DIMS[len(solver.grid)]]
+        for stepper in (surrogate, *extra):
+            if list(stepper.grid) != stored:
+                raise ValueError(f"{stepper.source} was trained on a {list(stepper.grid)} "
+                                 f"grid; {data} is stored on {stored}")
         if ds.sizes[schema.TIME] < window:
             raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
                              f"{window} to start")
@@ -113,17 +132,25 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     reference, seconds = solver_run(solver, history, steps, time=time, parameters=parameters)
     runs = {}
     rows = [{"schedule": "solver, one run", "kind": "solver", "final_rel_l2": 0.0,
-             "errors": [0.0] * steps, "seconds": seconds}]
-    for schedule, plan in plans.items():
+             "errors": [0.0] * steps, "seconds": seconds, "correlation_time": steps * solver.dt}]
+    runners = [(schedule, plan, surrogate) for schedule, plan in plans.items()]
+    runners += [(corrector.label, [("surrogate", 1)], corrector) for corrector in extra]
+    for schedule, plan, stepper in runners:
+        kind = _kind(plan)
+        label = schedule
+        if kind == "surrogate" and isinstance(stepper, CorrectedStepper):
+            kind, label = "corrected", stepper.label
         try:
-            result = hybrid_rollout(solver, surrogate, history, steps, plan, time=time,
+            result = hybrid_rollout(solver, stepper, history, steps, plan, time=time,
                                     parameters=parameters, reference=reference,
                                     executor=executor)
         except HybridRolloutError as error:  # one schedule failing does not void the others
-            rows.append({"schedule": schedule, "kind": _kind(plan), "failed": str(error)})
+            rows.append({"schedule": label, "kind": kind, "failed": str(error)})
             continue
         runs[schedule] = result
-        rows.append(_row(schedule, _kind(plan), result))
+        rows.append(_row(label, kind, result)
+                    | {"correlation_time": high_correlation_time(result.frames, reference,
+                                                                 solver.dt)})
     rows += coarse_baselines(solver, history, steps, reference=reference, time=time,
                              parameters=parameters, coarsenings=coarse)
     # The figure and the file show the first schedule that ran to the end.
