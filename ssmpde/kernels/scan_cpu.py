@@ -1,4 +1,4 @@
-r"""Fast CPU selective scans: numba kernels behind ``torch.autograd.Function``\ s.
+r"""Fast CPU selective scans: numba kernels behind PyTorch custom operators.
 
 The same two scans as :mod:`ssmpde.kernels.reference` (the oracle; semantics in
 ``docs/kernels/selective_scan.md``), computed by fused numba loops:
@@ -13,8 +13,13 @@ Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
   state only at checkpoints, every ``chunk`` ≈ √(steps / 2) positions (1D) or rows (2D), plus
   the output before the gate; the backward **recomputes** one chunk at a time from its
   checkpoint into a per-thread scratch that stays in cache and sweeps the adjoint back over
-  it. Saved: the inputs, Δ, the pre-gate output (``O(batch · channel · length)`` each) and
-  the checkpoints (``O(batch · channel · state · √length)`` in 1D).
+  it. Saved: the inputs, the pre-gate output (``O(batch · channel · length)`` each) and
+  the checkpoints (``O(batch · channel · state · √length)`` in 1D); the backward recomputes
+  Δ. When autograd will not ask for the backward (``no_grad``, ``inference_mode``, or no
+  input requiring grad) the forward keeps nothing.
+* Each scan is a ``torch.library`` custom operator (``torch.ops.ssmpde.selective_scan_1d_cpu``,
+  ``...selective_scan_2d_cpu``, and their backward operators) with a fake implementation
+  and a registered backward, so ``torch.compile`` traces through it as one opaque node.
 * Accumulation is in the compute dtype: float64 for float64 inputs, float32 otherwise.
 * Ā = exp(Δ A) is formed at each position from Δ ≥ 0 and A < 0, so it lies in (0, 1]; no
   cumulative product or cumulative sum is ever exponentiated, and the state h_{l-1} needed in
@@ -278,7 +283,7 @@ def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
                       delta_softplus, has_z, reverse, channels_per_group, width, chunk,
                       du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part,
                       dC_part):  # pragma: no cover
-    """Backward 1D scan; derivation in :class:`_SelectiveScan1d`. Layouts as in
+    """Backward 1D scan; derivation in :func:`_scan_1d_backward_op`. Layouts as in
     :func:`_scan_1d_forward`, whose checkpoints ``saved`` and pre-gate output ``y_pre`` it
     reads; ``dsp`` = dΔ/dδ and ``zsig`` = σ(z) from :func:`_step_grads`.
 
@@ -489,7 +494,7 @@ def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, w
 def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
                       delta_softplus, has_z, channels_per_group, width, chunk, du, ddelta, dz,
                       dA_part, dR_part, dD_part, dB_part, dC_part):  # pragma: no cover
-    """Backward 2D scan; derivation in :class:`_SelectiveScan2d`, layouts as in
+    """Backward 2D scan; derivation in :func:`_scan_2d_backward_op`, layouts as in
     :func:`_scan_2d_forward` (whose checkpoints and pre-gate output it reads), task ownership
     as in :func:`_scan_1d_backward`.
 
@@ -734,60 +739,140 @@ def _blocking(batch, groups, channels_per_group, steps, step_bytes):
     return width, -(-channels_per_group // width), chunk
 
 
-def _meta(*tensors):
-    """(dtype, ndim) of each input, None for absent ones: what the backward needs of them.
-
-    Kept instead of the tensors themselves, which would hold them (and any graph through
-    them) alive outside ``save_for_backward``'s bookkeeping.
-    """
-    return [None if x is None else (x.dtype, x.dim()) for x in tensors]
-
-
-def _grad_bc(part, meta, spatial, needed):
-    """Reduce dB/dC partials over chunks and restore the caller's layout and dtype."""
-    if not needed:
-        return None
+def _grad_bc(part, like, spatial):
+    """dB or dC: the kernels' partials summed over channel blocks, in the layout and dtype of
+    ``like`` (the B or C given)."""
     grad = torch.from_numpy(part.sum(axis=2)).movedim(-1, 2)
-    if meta[1] == 2 + spatial:
+    if like.dim() == 2 + spatial:
         grad = grad.squeeze(1)
-    return grad.to(meta[0])
+    return grad.to(like.dtype)
 
 
-def _out(grad, meta, needed):
-    """The gradient in its input's dtype, or None where autograd does not want one."""
-    return grad.to(meta[0]) if needed and meta is not None else None
+def _like(grad, x):
+    """A gradient in the dtype of its input ``x``; absent inputs (None) keep the compute
+    dtype (autograd never receives those: see :func:`_backward`)."""
+    return grad if x is None else grad.to(x.dtype)
 
 
-def _input_grads(meta, need, spatial, du, ddelta, dz, dA_part, dR_part, dD_part, dB_part,
-                 dC_part):
+def _input_grads(inputs, spatial, du, ddelta, dz, dA_part, dR_part, dD_part, dB_part, dC_part):
     """Gradients of (u, delta, A, B, C, D, R, z, delta_bias) from the backward kernels' outputs:
     channel-last arrays back to ``[batch, channel, *space]``, per-batch partials summed over
     batch, B/C partials over channel blocks, d delta_bias = Σ d delta over batch and space;
-    each cast back to its input's dtype (None if not needed)."""
+    each in its input's dtype (an empty tensor for an absent z)."""
+    u, delta, A, B, C, D, R, z, delta_bias = inputs
     ddelta_t = torch.from_numpy(ddelta)
-    return (
-        _out(_channel_first(du), meta[0], need[0]),
-        _out(ddelta_t.movedim(-1, 1), meta[1], need[1]),
-        _out(torch.from_numpy(dA_part.sum(axis=0)), meta[2], need[2]),
-        _grad_bc(dB_part, meta[3], spatial, need[3]),
-        _grad_bc(dC_part, meta[4], spatial, need[4]),
-        _out(torch.from_numpy(dD_part.sum(axis=0)), meta[5], need[5]),
-        _out(torch.from_numpy(dR_part.sum(axis=0)), meta[6], need[6]),
-        _out(_channel_first(dz) if dz.size else None, meta[7], need[7]),
-        _out(ddelta_t.sum(dim=tuple(range(1 + spatial))), meta[8], need[8]),
-    )
+    return [
+        _channel_first(du).to(u.dtype),
+        ddelta_t.movedim(-1, 1).to(delta.dtype),
+        torch.from_numpy(dA_part.sum(axis=0)).to(A.dtype),
+        _grad_bc(dB_part, B, spatial),
+        _grad_bc(dC_part, C, spatial),
+        _like(torch.from_numpy(dD_part.sum(axis=0)), D),
+        _like(torch.from_numpy(dR_part.sum(axis=0)), R),
+        _channel_first(dz).to(z.dtype) if z is not None else ddelta_t.new_empty(0),
+        _like(ddelta_t.sum(dim=tuple(range(1 + spatial))), delta_bias),
+    ]
+
+
+def _grads_fake(inputs, spatial):
+    """Empty tensors shaped, laid out and typed as :func:`_input_grads` returns them."""
+    u, delta, A, B, C, D, R, z, delta_bias = inputs
+    dtype = _compute_dtype(u)
+    channels, state = A.shape
+
+    def channel_first(x):
+        return x.new_empty(x.shape[0], *x.shape[2:], x.shape[1]).movedim(-1, 1)
+
+    def like(x, shape):
+        return u.new_empty(shape, dtype=dtype) if x is None else x.new_empty(shape)
+
+    return [channel_first(u), channel_first(delta), A.new_empty(A.shape), B.new_empty(B.shape),
+            C.new_empty(C.shape), like(D, (channels,)), like(R, (channels, state)),
+            channel_first(z) if z is not None else u.new_empty(0, dtype=dtype),
+            like(delta_bias, (channels,))]
+
+
+def _keep(*tensors) -> bool:
+    """Whether autograd will want this call's backward: only then does the forward keep the
+    state checkpoints and the pre-gate output (under ``no_grad`` and ``inference_mode``,
+    parameters still report ``requires_grad``, so that flag alone is not the answer)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _backward(ctx, grads, present):
+    """The gradients autograd asked for, None for the rest and for absent inputs."""
+    return tuple(g if want and here else None
+                 for g, want, here in zip(grads, ctx.needs_input_grad, present))
 
 
 # ---------------------------------------------------------------------------------------
-# Autograd functions.
+# PyTorch custom operators (torch.library). Each scan is one operator with a fake
+# implementation (shapes, dtypes and strides only) and a registered backward, itself an
+# operator: torch.compile traces through them, under no_grad and inference_mode, without
+# looking inside the numba kernels.
 # ---------------------------------------------------------------------------------------
-class _SelectiveScan1d(torch.autograd.Function):
-    r"""1D selective scan with a recomputing backward.
+@torch.library.custom_op("ssmpde::selective_scan_1d_cpu", mutates_args=())
+def _scan_1d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                C: torch.Tensor, D: torch.Tensor | None, R: torch.Tensor | None,
+                z: torch.Tensor | None, delta_bias: torch.Tensor | None,
+                initial_state: torch.Tensor | None, delta_softplus: bool, reverse: bool,
+                keep: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward 1D scan: (out ``[batch, channel, length]`` in u's dtype, a view of a
+    channel-last buffer; last state ``[batch, channel, state]``; and, if ``keep``, the
+    state checkpoints and the output before the gate for the backward, else empty)."""
+    batch, channels, length = u.shape
+    state = A.shape[1]
+    groups = 1 if B.dim() == 3 else B.shape[1]
+    dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=1)
+    h0 = (_prepare(initial_state, dtype) if initial_state is not None
+          else torch.zeros(batch, channels, state, dtype=dtype))
+    np_dtype = t["u"].numpy().dtype
+    out = _nan((batch, length, channels), np_dtype)
+    last = _nan((batch, channels, state), np_dtype)
+    cpg = channels // groups
+    width, _, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+    # What the backward needs beyond the inputs: checkpoints of the state (one per chunk,
+    # O(batch · channel · state · √length)) and, with z, the output before the gate.
+    saved = _nan((batch, -(-length // chunk), state, channels) if keep else (0, 0, 0, 0),
+                 np_dtype)
+    y_pre = _nan((batch, length, channels) if keep and z is not None else (0, 0, 0), np_dtype)
+    _, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
+    _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
+                     t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(), h0.numpy(),
+                     z is not None, bool(reverse), cpg, width, chunk, out, last, saved, y_pre)
+    return (_channel_first(out).to(u.dtype), torch.from_numpy(last).to(u.dtype),
+            torch.from_numpy(saved), torch.from_numpy(y_pre))
 
-    Derivation of the backward (scan order; for ``reverse=True`` "next" means the position
-    processed next, i.e. the recurrence is the same with positions relabelled). With
-    Δ = softplus(δ + b), Ā_l = exp(Δ_l A), x̄_l = Δ_l B_l u_l,
-    h_l = Ā_l h_{l-1} + x̄_l, y_l = Σ_n (C_l h_l − R x̄_l) + D u_l, out = y · silu(z):
+
+@_scan_1d_op.register_fake
+def _scan_1d_fake(u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus,
+                  reverse, keep):
+    batch, channels, length = u.shape
+    state = A.shape[1]
+    groups = 1 if B.dim() == 3 else B.shape[1]
+    dtype = _compute_dtype(u)
+    _, _, chunk = _blocking(batch, groups, channels // groups, length, state)
+    saved = (batch, -(-length // chunk), state, channels) if keep else (0, 0, 0, 0)
+    y_pre = (batch, length, channels) if keep and z is not None else (0, 0, 0)
+    return (u.new_empty(batch, length, channels).movedim(-1, 1),
+            u.new_empty(batch, channels, state), u.new_empty(saved, dtype=dtype),
+            u.new_empty(y_pre, dtype=dtype))
+
+
+@torch.library.custom_op("ssmpde::selective_scan_1d_cpu_backward", mutates_args=())
+def _scan_1d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
+                         B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None,
+                         R: torch.Tensor | None, z: torch.Tensor | None,
+                         delta_bias: torch.Tensor | None, saved: torch.Tensor,
+                         y_pre: torch.Tensor, dout: torch.Tensor, dlast: torch.Tensor,
+                         delta_softplus: bool, reverse: bool) -> list[torch.Tensor]:
+    r"""Backward 1D scan: the gradients of (u, delta, A, B, C, D, R, z, delta_bias) and of
+    the initial state, from the forward's checkpoints ``saved`` and pre-gate output ``y_pre``.
+
+    Derivation (scan order; for ``reverse=True`` "next" means the position processed next,
+    i.e. the recurrence is the same with positions relabelled). With Δ = softplus(δ + b),
+    Ā_l = exp(Δ_l A), x̄_l = Δ_l B_l u_l, h_l = Ā_l h_{l-1} + x̄_l,
+    y_l = Σ_n (C_l h_l − R x̄_l) + D u_l, out = y · silu(z):
 
     * dy = dout · silu(z),  dz = dout · y · silu'(z),  silu'(z) = σ(z)(1 + z(1 − σ(z))).
     * Adjoint of the state, from the last position back:
@@ -800,88 +885,130 @@ class _SelectiveScan1d(torch.autograd.Function):
     * du_l = D dy_l + Σ_n dx̄_l Δ_l B_l;  dD = Σ_{b,l} dy u;  dR = −Σ_{b,l} dy x̄.
     * d initial_state = Ā_first dh_first (the carried adjoint after the sweep).
 
-    The states h are recomputed per (batch, channel) into per-thread scratch; only the
-    inputs are saved.
+    The states h are recomputed chunk by chunk from the checkpoints into per-thread scratch.
     """
-
-    @staticmethod
-    def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus,
-                reverse):
-        batch, channels, length = u.shape
-        state = A.shape[1]
-        groups = 1 if B.dim() == 3 else B.shape[1]
-        dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=1)
-        h0 = (_prepare(initial_state, dtype) if initial_state is not None
-              else torch.zeros(batch, channels, state, dtype=dtype))
-        np_dtype = t["u"].numpy().dtype
-        out = _nan((batch, length, channels), np_dtype)
-        last = _nan((batch, channels, state), np_dtype)
-        cpg = channels // groups
-        width, _, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
-        # What the backward needs beyond the inputs: checkpoints of the state (one per
-        # chunk, O(batch · channel · state · √length)) and, with z, the output before the gate.
-        keep = any(ctx.needs_input_grad)
-        saved = _nan((batch, -(-length // chunk), state, channels) if keep else (0, 0, 0, 0),
-                     np_dtype)
-        y_pre = _nan((batch, length, channels) if keep and z is not None else (0, 0, 0),
-                     np_dtype)
-        x, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
-        _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
-                         t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
-                         h0.numpy(), z is not None, bool(reverse), cpg, width, chunk, out, last,
-                         saved, y_pre)
-        del gate
-        ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"],
-                              torch.from_numpy(saved), torch.from_numpy(y_pre))
-        ctx.chunk = chunk
-        ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias, initial_state)
-        ctx.flags = (bool(delta_softplus), z is not None, bool(reverse), groups)
-        return _channel_first(out).to(u.dtype), torch.from_numpy(last).to(u.dtype)
-
-    @staticmethod
-    def backward(ctx, dout, dlast):
-        u, x, dts, A, Bt, Ct, D, R, z, saved, y_pre = ctx.saved_tensors
-        delta_softplus, has_z, reverse, groups = ctx.flags
-        batch, length, channels = u.shape
-        state = A.shape[0]
-        np_dtype = u.numpy().dtype
-        dout = _channel_last(dout, u.dtype).numpy()
-        dlast = dlast.detach().to(u.dtype).contiguous().numpy()
-        cpg = channels // groups
-        width, blocks, _ = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
-        chunk = ctx.chunk  # the checkpoints' spacing
-        du = _nan((batch, length, channels), np_dtype)
-        ddelta = _nan((batch, length, channels), np_dtype)
-        dz = _nan((batch, length, channels) if has_z else (0, 0, 0), np_dtype)
-        dh0 = _nan((batch, channels, state), np_dtype)
-        dA_part = _nan((batch, channels, state), np_dtype)
-        dR_part = _nan((batch, channels, state), np_dtype)
-        dD_part = _nan((batch, channels), np_dtype)
-        dB_part = _nan((batch, groups, blocks, length, state), np_dtype)
-        dC_part = _nan((batch, groups, blocks, length, state), np_dtype)
-        dsp, zsig = _step_grads(x, z, delta_softplus)
-        _scan_1d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(),
-                          D.numpy(), R.numpy(), z.numpy(), zsig, y_pre.numpy(), saved.numpy(),
-                          dout, dlast, delta_softplus, has_z, reverse, cpg, width, chunk, du,
-                          ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part, dC_part)
-        need = ctx.needs_input_grad
-        return (
-            *_input_grads(ctx.meta, need, 1, du, ddelta, dz, dA_part, dR_part, dD_part,
-                          dB_part, dC_part),
-            _out(torch.from_numpy(dh0), ctx.meta[9], need[9]),
-            None,
-            None,
-        )
+    if saved.numel() == 0:
+        raise RuntimeError("the 1D scan's forward kept no checkpoints for the backward; call "
+                           "it with grad enabled and an input that requires grad")
+    batch, channels, length = u.shape
+    state = A.shape[1]
+    groups = 1 if B.dim() == 3 else B.shape[1]
+    dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=1)
+    has_z = z is not None
+    np_dtype = t["u"].numpy().dtype
+    cpg = channels // groups
+    width, blocks, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
+    x, dts, _ = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"][:0])
+    du = _nan((batch, length, channels), np_dtype)
+    ddelta = _nan((batch, length, channels), np_dtype)
+    dz = _nan((batch, length, channels) if has_z else (0, 0, 0), np_dtype)
+    dh0 = _nan((batch, channels, state), np_dtype)
+    dA_part = _nan((batch, channels, state), np_dtype)
+    dR_part = _nan((batch, channels, state), np_dtype)
+    dD_part = _nan((batch, channels), np_dtype)
+    dB_part = _nan((batch, groups, blocks, length, state), np_dtype)
+    dC_part = _nan((batch, groups, blocks, length, state), np_dtype)
+    dsp, zsig = _step_grads(x, t["z"], delta_softplus)
+    _scan_1d_backward(t["u"].numpy(), dts.numpy(), dsp, t["A"].numpy(), t["B"].numpy(),
+                      t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), t["z"].numpy(), zsig,
+                      y_pre.numpy(), saved.numpy(), _channel_last(dout, dtype).numpy(),
+                      _prepare(dlast, dtype).numpy(), delta_softplus, has_z, reverse, cpg,
+                      width, chunk, du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part,
+                      dC_part)
+    return [*_input_grads((u, delta, A, B, C, D, R, z, delta_bias), 1, du, ddelta, dz, dA_part,
+                          dR_part, dD_part, dB_part, dC_part), torch.from_numpy(dh0)]
 
 
-class _SelectiveScan2d(torch.autograd.Function):
-    r"""2D selective scan with a recomputing backward.
+@_scan_1d_backward_op.register_fake
+def _scan_1d_backward_fake(u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre, dout, dlast,
+                           delta_softplus, reverse):
+    grads = _grads_fake((u, delta, A, B, C, D, R, z, delta_bias), 1)
+    return [*grads, u.new_empty(u.shape[0], *A.shape, dtype=_compute_dtype(u))]
+
+
+def _setup_scan_1d(ctx, inputs, output):
+    u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus, reverse, _ = inputs
+    ctx.save_for_backward(u, delta, A, B, C, D, R, z, delta_bias, output[2], output[3])
+    ctx.flags = (delta_softplus, reverse)
+    ctx.present = (*(x is not None for x in (u, delta, A, B, C, D, R, z, delta_bias,
+                                              initial_state)), False, False, False)
+    ctx.state_dtype = None if initial_state is None else initial_state.dtype
+
+
+def _scan_1d_autograd(ctx, dout, dlast, _saved, _y_pre):
+    u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre = ctx.saved_tensors
+    if dlast is None:
+        dlast = torch.zeros(u.shape[0], *A.shape, dtype=u.dtype)
+    if dout is None:
+        dout = torch.zeros_like(u)
+    grads = torch.ops.ssmpde.selective_scan_1d_cpu_backward(
+        u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre, dout, dlast, *ctx.flags)
+    dh0 = grads[9] if ctx.state_dtype is None else grads[9].to(ctx.state_dtype)
+    return _backward(ctx, [*grads[:9], dh0, None, None, None], ctx.present)
+
+
+_scan_1d_op.register_autograd(_scan_1d_autograd, setup_context=_setup_scan_1d)
+
+
+@torch.library.custom_op("ssmpde::selective_scan_2d_cpu", mutates_args=())
+def _scan_2d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                C: torch.Tensor, D: torch.Tensor | None, R: torch.Tensor | None,
+                z: torch.Tensor | None, delta_bias: torch.Tensor | None, delta_softplus: bool,
+                keep: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward 2D scan: (out ``[batch, channel, height, width]`` in u's dtype, a view of a
+    channel-last buffer; and, if ``keep``, the column-state checkpoints and the output
+    before the gate for the backward, else empty)."""
+    batch, channels, height, width = u.shape
+    groups = 1 if B.dim() == 4 else B.shape[1]
+    state = A.shape[1]
+    dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
+    np_dtype = t["u"].numpy().dtype
+    out = _nan((batch, height, width, channels), np_dtype)
+    cpg = channels // groups
+    block, _, chunk = _blocking(batch, groups, cpg, height, width * state * np_dtype.itemsize)
+    # Checkpoints of the column states every chunk rows, O(batch · channel · state · width ·
+    # √height), and with z the output before the gate: what the backward needs besides
+    # the inputs.
+    saved = _nan((batch, -(-height // chunk), width, state, channels) if keep
+                 else (0, 0, 0, 0, 0), np_dtype)
+    y_pre = _nan((batch, height, width, channels) if keep and z is not None
+                 else (0, 0, 0, 0), np_dtype)
+    _, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
+    _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
+                     t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
+                     z is not None, cpg, block, chunk, out, saved, y_pre)
+    return (_channel_first(out).to(u.dtype), torch.from_numpy(saved),
+            torch.from_numpy(y_pre))
+
+
+@_scan_2d_op.register_fake
+def _scan_2d_fake(u, delta, A, B, C, D, R, z, delta_bias, delta_softplus, keep):
+    batch, channels, height, width = u.shape
+    groups = 1 if B.dim() == 4 else B.shape[1]
+    state = A.shape[1]
+    dtype = _compute_dtype(u)
+    _, _, chunk = _blocking(batch, groups, channels // groups, height, width * state)
+    saved = ((batch, -(-height // chunk), width, state, channels) if keep
+             else (0, 0, 0, 0, 0))
+    y_pre = (batch, height, width, channels) if keep and z is not None else (0, 0, 0, 0)
+    return (u.new_empty(batch, height, width, channels).movedim(-1, 1),
+            u.new_empty(saved, dtype=dtype), u.new_empty(y_pre, dtype=dtype))
+
+
+@torch.library.custom_op("ssmpde::selective_scan_2d_cpu_backward", mutates_args=())
+def _scan_2d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
+                         B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None,
+                         R: torch.Tensor | None, z: torch.Tensor | None,
+                         delta_bias: torch.Tensor | None, saved: torch.Tensor,
+                         y_pre: torch.Tensor, dout: torch.Tensor,
+                         delta_softplus: bool) -> list[torch.Tensor]:
+    r"""Backward 2D scan: the gradients of (u, delta, A, B, C, D, R, z, delta_bias).
 
     Forward, per (b, d, n) with the same Ā_{ij} = exp(Δ_{ij} A) in both passes:
     g_{ij} = Ā_{ij} g_{i,j−1} + x̄_{ij} (rows), h_{ij} = Ā_{ij} h_{i−1,j} + g_{ij} (columns),
     y_{ij} = Σ_n (C_{ij} h_{ij} − R x̄_{ij}) + D u_{ij}, out = y · silu(z).
 
-    Backward (dy, dz as in 1D):
+    Backward (dy, dz as in 1D, :func:`_scan_1d_backward_op`):
 
     * column adjoint, bottom-up: dh_{ij} = C_{ij} dy_{ij} + Ā_{i+1,j} dh_{i+1,j};
     * row adjoint, right-to-left: dg_{ij} = dh_{ij} + Ā_{i,j+1} dg_{i,j+1};
@@ -893,67 +1020,60 @@ class _SelectiveScan2d(torch.autograd.Function):
     dg_{i,j+1} (previous column of this row) are ready when needed; g and h are recomputed
     per (batch, channel) into per-thread scratch.
     """
+    if saved.numel() == 0:
+        raise RuntimeError("the 2D scan's forward kept no checkpoints for the backward; call "
+                           "it with grad enabled and an input that requires grad")
+    batch, channels, height, width = u.shape
+    groups = 1 if B.dim() == 4 else B.shape[1]
+    state = A.shape[1]
+    dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
+    has_z = z is not None
+    np_dtype = t["u"].numpy().dtype
+    cpg = channels // groups
+    block, blocks, chunk = _blocking(batch, groups, cpg, height,
+                                     width * state * np_dtype.itemsize)
+    x, dts, _ = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"][:0])
+    grid = (batch, height, width, channels)
+    du = _nan(grid, np_dtype)
+    ddelta = _nan(grid, np_dtype)
+    dz = _nan(grid if has_z else (0, 0, 0, 0), np_dtype)
+    dA_part = _nan((batch, channels, state), np_dtype)
+    dR_part = _nan((batch, channels, state), np_dtype)
+    dD_part = _nan((batch, channels), np_dtype)
+    dB_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
+    dC_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
+    dsp, zsig = _step_grads(x, t["z"], delta_softplus)
+    _scan_2d_backward(t["u"].numpy(), dts.numpy(), dsp, t["A"].numpy(), t["B"].numpy(),
+                      t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), t["z"].numpy(), zsig,
+                      y_pre.numpy(), saved.numpy(), _channel_last(dout, dtype).numpy(),
+                      delta_softplus, has_z, cpg, block, chunk, du, ddelta, dz, dA_part,
+                      dR_part, dD_part, dB_part, dC_part)
+    return _input_grads((u, delta, A, B, C, D, R, z, delta_bias), 2, du, ddelta, dz, dA_part,
+                        dR_part, dD_part, dB_part, dC_part)
 
-    @staticmethod
-    def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, delta_softplus):
-        batch, channels, height, width = u.shape
-        groups = 1 if B.dim() == 4 else B.shape[1]
-        dtype, t = _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial=2)
-        out = _nan((batch, height, width, channels), t["u"].numpy().dtype)
-        cpg = channels // groups
-        state = A.shape[1]
-        np_dtype = t["u"].numpy().dtype
-        block, _, chunk = _blocking(batch, groups, cpg, height, width * state * np_dtype.itemsize)
-        # Checkpoints of the column states every chunk rows, O(batch · channel · state · width ·
-        # √height), and with z the output before the gate: what the backward needs besides
-        # the inputs.
-        keep = any(ctx.needs_input_grad)
-        saved = _nan((batch, -(-height // chunk), width, state, channels) if keep
-                     else (0, 0, 0, 0, 0), np_dtype)
-        y_pre = _nan((batch, height, width, channels) if keep and z is not None
-                     else (0, 0, 0, 0), np_dtype)
-        x, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
-        _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
-                         t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
-                         z is not None, cpg, block, chunk, out, saved, y_pre)
-        del gate
-        ctx.save_for_backward(t["u"], x, dts, t["A"], t["B"], t["C"], t["D"], t["R"], t["z"],
-                              torch.from_numpy(saved), torch.from_numpy(y_pre))
-        ctx.chunk = chunk
-        ctx.meta = _meta(u, delta, A, B, C, D, R, z, delta_bias)
-        ctx.flags = (bool(delta_softplus), z is not None, groups)
-        return _channel_first(out).to(u.dtype)
 
-    @staticmethod
-    def backward(ctx, dout):
-        u, x, dts, A, Bt, Ct, D, R, z, saved, y_pre = ctx.saved_tensors
-        delta_softplus, has_z, groups = ctx.flags
-        batch, height, width, channels = u.shape
-        state = A.shape[0]
-        np_dtype = u.numpy().dtype
-        dout = _channel_last(dout, u.dtype).numpy()
-        cpg = channels // groups
-        block, blocks, _ = _blocking(batch, groups, cpg, height, width * state * np_dtype.itemsize)
-        chunk = ctx.chunk  # the checkpoints' spacing
-        grid = (batch, height, width, channels)
-        du = _nan(grid, np_dtype)
-        ddelta = _nan(grid, np_dtype)
-        dz = _nan(grid if has_z else (0, 0, 0, 0), np_dtype)
-        dA_part = _nan((batch, channels, state), np_dtype)
-        dR_part = _nan((batch, channels, state), np_dtype)
-        dD_part = _nan((batch, channels), np_dtype)
-        dB_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
-        dC_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
-        dsp, zsig = _step_grads(x, z, delta_softplus)
-        _scan_2d_backward(u.numpy(), dts.numpy(), dsp, A.numpy(), Bt.numpy(), Ct.numpy(),
-                          D.numpy(), R.numpy(), z.numpy(), zsig, y_pre.numpy(), saved.numpy(),
-                          dout, delta_softplus, has_z, cpg, block, chunk, du, ddelta, dz,
-                          dA_part, dR_part, dD_part, dB_part, dC_part)
-        return (
-            *_input_grads(ctx.meta, ctx.needs_input_grad, 2, du, ddelta, dz, dA_part,
-                          dR_part, dD_part, dB_part, dC_part),
-            None,
-        )
+@_scan_2d_backward_op.register_fake
+def _scan_2d_backward_fake(u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre, dout,
+                           delta_softplus):
+    return _grads_fake((u, delta, A, B, C, D, R, z, delta_bias), 2)
+
+
+def _setup_scan_2d(ctx, inputs, output):
+    u, delta, A, B, C, D, R, z, delta_bias, delta_softplus, _ = inputs
+    ctx.save_for_backward(u, delta, A, B, C, D, R, z, delta_bias, output[1], output[2])
+    ctx.delta_softplus = delta_softplus
+    ctx.present = (*(x is not None for x in (u, delta, A, B, C, D, R, z, delta_bias)), False,
+                   False)
+
+
+def _scan_2d_autograd(ctx, dout, _saved, _y_pre):
+    u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre = ctx.saved_tensors
+    grads = torch.ops.ssmpde.selective_scan_2d_cpu_backward(
+        u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre, dout, ctx.delta_softplus)
+    return _backward(ctx, [*grads, None, None], ctx.present)
+
+
+_scan_2d_op.register_autograd(_scan_2d_autograd, setup_context=_setup_scan_2d)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1014,9 +1134,10 @@ def selective_scan_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=
 
     Notes
     -----
-    Saved for the backward: the inputs only, ``O(batch · channel · length)`` besides B, C;
-    the backward keeps a per-thread scratch of ``O(state · length)``. Derivation of the
-    backward in :class:`_SelectiveScan1d`.
+    Saved for the backward: the inputs, the state checkpoints and (with z) the output
+    before the gate, nothing when autograd will not ask for the backward; the backward keeps
+    a per-thread scratch of ``O(state · √length)``. Derivation of the
+    backward in :func:`_scan_1d_backward_op`.
 
     Examples
     --------
@@ -1027,8 +1148,10 @@ def selective_scan_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=
     torch.Size([1, 2, 5])
     """
     _check_one_grouping(B, C, spatial=1)
-    out, last = _SelectiveScan1d.apply(u, delta, A, B, C, D, R, z, delta_bias, initial_state,
-                                       delta_softplus, reverse)
+    keep = _keep(u, delta, A, B, C, D, R, z, delta_bias, initial_state)
+    out, last, _, _ = torch.ops.ssmpde.selective_scan_1d_cpu(
+        u, delta, A, B, C, D, R, z, delta_bias, initial_state, bool(delta_softplus),
+        bool(reverse), keep)
     return (out, last) if return_last_state else out
 
 
@@ -1074,7 +1197,7 @@ def selective_scan_2d_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     Notes
     -----
     The forward is one row-major sweep carrying g along the row and h per column
-    (``O(width · state)`` per task). Backward derivation in :class:`_SelectiveScan2d`.
+    (``O(width · state)`` per task). Backward derivation in :func:`_scan_2d_backward_op`.
 
     Examples
     --------
@@ -1085,4 +1208,6 @@ def selective_scan_2d_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     torch.Size([1, 2, 3, 4])
     """
     _check_one_grouping(B, C, spatial=2)
-    return _SelectiveScan2d.apply(u, delta, A, B, C, D, R, z, delta_bias, delta_softplus)
+    keep = _keep(u, delta, A, B, C, D, R, z, delta_bias)
+    return torch.ops.ssmpde.selective_scan_2d_cpu(u, delta, A, B, C, D, R, z, delta_bias,
+                                                  bool(delta_softplus), keep)[0]
