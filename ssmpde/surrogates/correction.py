@@ -218,16 +218,17 @@ class CorrectionDataset(TaskDataset):
         return item
 
 
-def fit_corrections(dataset: CorrectionDataset) -> Normalizer:
+def fit_corrections(dataset: TaskDataset, coarse: np.ndarray) -> Normalizer:
     """Per-field statistics of the corrections (next frame − coarse prediction) over the
-    training samples, every frame."""
+    training samples of ``dataset``, every frame; ``coarse`` is :attr:`CoarseCache.values` of
+    its file."""
     ds = dataset._dataset()
     task = dataset.task
 
     def corrections(sample: int) -> np.ndarray:
         frames = np.stack([np.asarray(ds[v].isel({SAMPLE: sample}).values, np.float64)
                            for v in task.inputs], axis=1)[1:]
-        delta = frames - dataset.coarse[sample].astype(np.float64)
+        delta = frames - coarse[sample].astype(np.float64)
         return np.moveaxis(delta, 1, 0).reshape(len(task.inputs), -1)
 
     return Normalizer.fit((corrections(int(s)) for s in dataset.samples), names=task.inputs)

@@ -37,15 +37,17 @@ import torch.distributed as dist
 from safetensors.torch import load_file
 from torch import nn
 
-from ssmpde import data as schema
+from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
+                         output_lock, save, validate)
 from ssmpde.solvers.base import parse_coarsening
+from ssmpde.threads import entry_point
 
 from . import config_from_dict, get_model_class, instantiate
 from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedModel,
                          check_consistent, checkpoint_record, load_checkpoint, normalised_model,
                          normalizers_of, optimizer_state, recover, save_run, validate_record)
 from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
-                         fit_corrections)
+                         coarse_solver, fit_corrections)
 from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
     relative_l2, split_samples
 
@@ -87,9 +89,12 @@ class TrainConfig:
         error of a CPU-trained KS surrogate (``benchmarks/results/long_rollout.json``).
         ``"correction"``: the model corrects the step of the generating solver coarsened by
         ``coarse`` (it sees the coarse prediction too, and predicts next frame − coarse
-        prediction, normalised by the corrections' statistics); horizon 1. The coarse
-        predictions of the data are computed once and kept in the run directory
-        (:mod:`ssmpde.surrogates.correction`).
+        prediction, normalised by the corrections' statistics). Horizon 1 with teacher
+        forcing: on the coarse predictions of the stored frames, computed once and kept in
+        the run directory (:mod:`ssmpde.surrogates.correction`). Horizon > 1 with
+        ``mode="autoregressive"``: unrolled through a differentiable PyTorch version of the
+        coarse step (:mod:`ssmpde.solvers.differentiable`), so the loss of the later steps
+        sees how the solver carries the corrections (``pushforward`` as for surrogates).
     coarse : str, optional
         With ``target="correction"``: the coarsening ``"SxT"`` of the solver to correct
         (grid ``S`` times coarser, step ``T`` times longer), e.g. ``"2x5"``.
@@ -102,6 +107,12 @@ class TrainConfig:
         to 0 (SS-NO).
     device : str
         Torch device; under torchrun with CUDA, each rank takes ``cuda:LOCAL_RANK``.
+    compile : bool or str
+        ``torch.compile`` the model for training and the test evaluation (True: inductor, or
+        a backend name such as ``"aot_eager"``), through
+        :func:`ssmpde.surrogates.compiled.compile_model`, which checks the compiled output
+        against eager on the first batch and refuses a compiled model that differs. Off by
+        default. It does not change the run (a resumed run may switch it).
     """
 
     epochs: int = 100
@@ -121,6 +132,7 @@ class TrainConfig:
     seed: int = 0
     schedule: str = "onecycle"
     device: str = "cpu"
+    compile: bool | str = False
 
     def __post_init__(self):
         for name, low in (("epochs", 1), ("batch_size", 1), ("window", 1), ("horizon", 1),
@@ -152,12 +164,49 @@ class TrainConfig:
         if self.coarse is not None:
             space, steps = parse_coarsening(self.coarse)
             object.__setattr__(self, "coarse", f"{space}x{steps}")
-            if self.horizon != 1 or self.mode != "teacher-forcing":
-                raise ValueError("a correction is trained one record interval at a time: use "
-                                 "horizon 1 with teacher forcing")
+            if (self.horizon == 1) != (self.mode == "teacher-forcing"):
+                raise ValueError("a correction trains one record interval at a time (horizon "
+                                 "1, teacher forcing) or unrolled through the differentiable "
+                                 "coarse step (horizon > 1, mode autoregressive)")
         if not isinstance(self.pushforward, bool):
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
+        compile_backend(self.compile)
+
+
+def compile_backend(compile: bool | str) -> str | None:
+    """The ``torch.compile`` backend a ``compile`` option names: None (off), ``"inductor"``
+    for True, or the backend given; a ValueError for an unknown one."""
+    if compile is False or compile is None:
+        return None
+    if compile is True:
+        return "inductor"
+    if not isinstance(compile, str):
+        raise ValueError(f"compile must be true, false or a torch.compile backend name, got "
+                         f"{compile!r}")
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if compile not in known:
+        raise ValueError(f"unknown torch.compile backend {compile!r}; known: {sorted(known)}")
+    return compile
+
+
+class _CompiledOnFirstCall(nn.Module):
+    """``model`` compiled by :func:`~ssmpde.surrogates.compiled.compile_model` at its first
+    call, that call's input the example it checks against eager. The parameters stay the
+    bare model's (the optimiser and the checkpoint use those)."""
+
+    def __init__(self, model: nn.Module, backend: str):
+        super().__init__()
+        self.model, self.backend, self.compiled = model, backend, None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.compiled is None:
+            from .compiled import compile_model
+
+            self.compiled = compile_model(self.model, (x,), backend=self.backend)
+        return self.compiled(x)
 
 
 def check_device(name) -> torch.device:
@@ -241,13 +290,17 @@ def operator_loss(prediction, target, gradient_weight: float) -> torch.Tensor:
 
 
 def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
-                 config: TrainConfig, generator: torch.Generator | None) -> torch.Tensor:
+                 config: TrainConfig, generator: torch.Generator | None,
+                 coarse_step=None) -> torch.Tensor:
     """Mean per-field relative L2 over the horizon, teacher-forced or unrolled (with
     pushforward: gradients only through the last step); a corrector's: of its corrected
-    coarse step."""
+    coarse step, or of its steps unrolled through ``coarse_step`` (a
+    :class:`~ssmpde.solvers.differentiable.DifferentiableStep`)."""
     target = batch["target"]
-    if wrapped.task.correction:
+    if wrapped.task.correction and "coarse" in batch:
         return relative_l2(corrected(wrapped, batch)[:, 0], target[:, 0], fields=True).mean()
+    if wrapped.task.correction:
+        return _unrolled_correction_loss(wrapped, batch, config, coarse_step)
     steps = target.shape[1]
     fields = wrapped.task.window * len(wrapped.task.inputs)
 
@@ -298,6 +351,40 @@ def _batches(order: np.ndarray, batch_size: int, rank: int, world: int):
 def _collate(dataset: TaskDataset, indices) -> dict[str, torch.Tensor]:
     items = [dataset[int(i)] for i in indices]
     return {key: torch.stack([item[key] for item in items]) for key in items[0]}
+
+
+def _unrolled_correction_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
+                              config: TrainConfig, coarse_step) -> torch.Tensor:
+    """A corrector's loss over ``horizon`` corrected coarse steps, differentiated through the
+    coarse solver (Um et al. 2020): each step's coarse prediction is made from the previous
+    corrected frame by ``coarse_step``."""
+    target, conditioning = batch["target"], batch["conditioning"]
+    window, steps = batch["history"], target.shape[1]
+    losses = []
+    for k in range(steps):
+        parameters = solver_parameters(wrapped.task, conditioning[:, k], coarse_step.solver)
+        coarse = coarse_step(window[:, -1], parameters=parameters)
+        frame = coarse + wrapped.correction(window, coarse, conditioning[:, k])
+        losses.append(relative_l2(frame, target[:, k], fields=True).mean())
+        fed = frame.detach() if config.pushforward and k < steps - 1 else frame
+        window = torch.cat([window[:, 1:], fed.unsqueeze(1)], dim=1)
+    return losses[-1] if config.pushforward else torch.stack(losses).mean()
+
+
+def solver_parameters(task: Task, conditioning: torch.Tensor, solver) -> dict:
+    """The per-sample parameters ``solver`` takes, read from a batch's conditioning channels
+    ``[batch, k, *grid]`` (a scalar parameter fills its channel); the config's default for the
+    others."""
+    parameters = {}
+    for name, shape in solver.parameter_specs().items():
+        if name in task.conditioning and shape == ():
+            channel = conditioning[:, task.conditioning.index(name)]
+            parameters[name] = channel.reshape(channel.shape[0], -1)[:, 0].detach()
+        elif solver.default_parameter(name) is None:
+            raise ValueError(f"unrolling through the coarse solver needs its per-sample "
+                             f"parameter {name!r}, which the corrector's conditioning does not "
+                             "carry as a scalar: train one step at a time (horizon 1)")
+    return parameters
 
 
 def corrected(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -352,31 +439,41 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
                           inputs=tuple(inputs) if inputs else None,
                           outputs=tuple(outputs) if outputs else None)
 
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         task = task_of(ds)
-        num_samples = ds.sizes[schema.SAMPLE]
+        num_samples = ds.sizes[SAMPLE]
         facts = {"path": str(Path(data).resolve()), "equation": ds.attrs.get("ssmpde_equation"),
                  "fields": list(task.fields), "dt": task.dt, "grid": list(task.grid),
-                 "generator_config": schema.config_of(ds)}
+                 "generator_config": config_of(ds)}
     if test_data is not None:
         train_samples = np.arange(num_samples)
-        with schema.open_dataset(test_data) as ds:
+        with open_dataset(test_data) as ds:
             test_task = task_of(ds)
             if (test_task.grid, test_task.inputs) != (task.grid, task.inputs):
                 raise ValueError(f"the test data ({test_task.inputs} on {test_task.grid}) do "
                                  f"not match the training data ({task.inputs} on {task.grid})")
-            test_set = TaskDataset(test_data, task, np.arange(ds.sizes[schema.SAMPLE]))
+            test_set = TaskDataset(test_data, task, np.arange(ds.sizes[SAMPLE]))
     else:
         train_samples, test_samples = split_samples(num_samples, config.num_test)
         test_set = TaskDataset(data, task, test_samples)
     if config.target != "correction":
         return task, TaskDataset(data, task, train_samples), test_set, facts
+    # One-step items on the cached coarse predictions (the test set always: one corrected
+    # step is the comparable metric); unrolled training reads plain trajectory windows.
     task = dataclasses.replace(task, correction=True)
+    one_step = dataclasses.replace(task, horizon=1)
+    if task.horizon > 1 and task.time_dependent:
+        raise ValueError("unrolling through the coarse solver does not take time-dependent "
+                         f"forcing ({list(task.time_dependent)}): train one step at a time "
+                         "(horizon 1)")
     cache = coarse_predictions(data, config.coarse, cache_directory(out), progress=progress)
     test_cache = cache if test_data is None else coarse_predictions(
         test_data, config.coarse, cache_directory(out, "test"), progress=progress)
-    return (task, CorrectionDataset(data, task, train_samples, cache.values),
-            CorrectionDataset(test_set.path, task, test_set.samples, test_cache.values), facts)
+    train_set = (CorrectionDataset(data, one_step, train_samples, cache.values)
+                 if task.horizon == 1 else TaskDataset(data, task, train_samples))
+    return (task, train_set,
+            CorrectionDataset(test_set.path, one_step, test_set.samples, test_cache.values),
+            dict(facts, coarse_predictions=cache.values))
 
 
 def _scheduler(optimizer, config: TrainConfig, total_steps: int):
@@ -419,7 +516,7 @@ def _restore_model(out: Path, model, model_name: str, model_config, config) -> d
     stored = record.get("train_config", {})
     now = json.loads(json.dumps(dataclasses.asdict(config)))
     changed = [f"{key} {stored.get(key)!r} (now {value!r})" for key, value in now.items()
-               if key != "device" and stored.get(key) != value]
+               if key not in ("device", "compile") and stored.get(key) != value]
     if changed:
         raise ValueError(f"the run in {out} was started with other training options: "
                          f"{'; '.join(changed)}. Resume with the run's options (the schedule is "
@@ -438,7 +535,8 @@ def _restore_optimizer(out: Path, optimizer, scheduler) -> tuple[int, int]:
 
 
 def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradient_weight,
-                 generator, rank, world, device, bar, epoch) -> tuple[float, int, int]:
+                 generator, rank, world, device, bar, epoch, coarse_step=None
+                 ) -> tuple[float, int, int]:
     """One pass over the training set; returns (mean loss, items, optimiser steps)."""
     order = torch.randperm(len(train_set), generator=generator).numpy()
     total, count, steps, started = 0.0, 0, 0, time.perf_counter()
@@ -451,7 +549,7 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
                 noise = noise.to(x.device)
             loss = operator_loss(wrapped(x, noise), batch["y"], gradient_weight)
         else:
-            loss = rollout_loss(wrapped, batch, config, generator)
+            loss = rollout_loss(wrapped, batch, config, generator, coarse_step)
         loss_value = _mean_across(float(loss.detach()), world)
         if not math.isfinite(loss_value):
             raise TrainingDivergedError(
@@ -473,10 +571,12 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
     return total / max(count, 1), count, steps
 
 
+@entry_point("train")
 def train(model_name: str, data, *, out, preset: str | None = None,
           model_overrides: dict | None = None, config: TrainConfig | None = None,
           test_data=None, resume: bool = False, progress: bool = True,
-          time_limit: float | None = None, inputs=None, outputs=None) -> dict[str, Any]:
+          time_limit: float | None = None, inputs=None, outputs=None,
+          threads: int | None = None) -> dict[str, Any]:
     """Train ``model_name`` on the dataset file ``data`` and write a run directory ``out``.
 
     Parameters
@@ -500,6 +600,10 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         An operator task's variables (``name`` or ``name@frame``, e.g. Burgers
         ``["u@0"] → ["u@-1"]``); by default the task follows the variables' roles
         (see :func:`ssmpde.surrogates.datasets.infer_task`).
+    threads : int, optional
+        torch and numba threads (default ``SSMPDE_THREADS``, else as the process started:
+        every core, or ``OMP_NUM_THREADS``; see :mod:`ssmpde.threads`). Not part of the run:
+        a resumed run may use another count.
 
     Returns
     -------
@@ -522,7 +626,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     with contextlib.ExitStack() as stack:
         if rank == 0:  # one writer per run directory; a second one fails at once
             out.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(schema.output_lock(out))
+            stack.enter_context(output_lock(out))
         _check_run_directory(out, resume)
         metrics = _train(model_name, data, out, preset, model_overrides, config, test_data,
                          resume, progress, time_limit, inputs, outputs, rank, world, device)
@@ -541,6 +645,15 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
 
     task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs,
                                                  out, progress and rank == 0)
+    # A corrector's coarse predictions (the corrections' statistics), and the differentiable
+    # coarse step it is unrolled through (horizon > 1); neither goes into the checkpoint.
+    coarse_values = facts.pop("coarse_predictions", None)
+    coarse_step = None
+    if task.correction and task.horizon > 1:
+        from ssmpde.solvers.differentiable import differentiable_step
+
+        with open_dataset(data) as ds:
+            coarse_step = differentiable_step(coarse_solver(ds, config.coarse))
 
     torch.manual_seed(config.seed)
     model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
@@ -554,7 +667,7 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
                              "operator task maps inputs to outputs: use target='state'")
         normalizers = fit_normalizers(train_set, increments=config.target == "increment")
         if task.correction:
-            normalizers["corrections"] = fit_corrections(train_set)
+            normalizers["corrections"] = fit_corrections(train_set, coarse_values)
     gradient_weight = config.gradient_loss_weight
     if gradient_weight is None:
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0
@@ -566,6 +679,10 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     wrapped = NormalisedModel(model, task, normalizers)
+    backend = compile_backend(config.compile)
+    if backend is not None:
+        wrapped.model = _CompiledOnFirstCall(model, backend)
+        evaluator.model = _CompiledOnFirstCall(evaluator.model, backend)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_set) / config.batch_size)
@@ -586,7 +703,7 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         epoch_start = time.perf_counter()
         loss, _, steps = _train_epoch(wrapped, model, train_set, optimizer, scheduler, config,
                                       gradient_weight, generator, rank, world, device, bar,
-                                      epoch)
+                                      epoch, coarse_step)
         if not all(torch.isfinite(p).all() for p in model.parameters()):
             raise TrainingDivergedError(
                 f"the weights became non-finite in epoch {epoch + 1}: lower --lr; the last "
@@ -614,13 +731,17 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
 # ---------------------------------------------------------------------------------------
 # Evaluation.
 # ---------------------------------------------------------------------------------------
+@entry_point("evaluate")
 def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
-             overwrite: bool = False) -> dict[str, Any]:
+             overwrite: bool = False, threads: int | None = None,
+             compile: bool | str = False) -> dict[str, Any]:
     """Relative L2 of a trained run on a dataset, and optionally its predictions as netCDF.
 
     Operator tasks predict every sample's outputs. Rollout tasks start from each sample's
     first ``window`` frames and roll out autoregressively to the end of the trajectory; the
     errors (relative L2 per field, averaged over fields) are per step and over the horizon.
+    ``threads``: torch and numba threads (default ``SSMPDE_THREADS``, else as the process
+    started; :mod:`ssmpde.threads`). ``compile``: as :attr:`TrainConfig.compile`.
 
     Returns
     -------
@@ -631,8 +752,9 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    backend = compile_backend(compile)
     if out is not None:
-        schema.check_output(out, inputs=(data, run), overwrite=overwrite)
+        check_output(out, inputs=(data, run), overwrite=overwrite)
     model, record = load_checkpoint(run, device=check_device(device))
     task = Task.from_dict(record["task"])
     if task.correction:
@@ -640,19 +762,21 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
                          ": it is evaluated in the loop of that solver, with 'ssmpde rollout "
                          f"--checkpoint {run} --data DATA'")
     wrapped = normalised_model(model, record)
-    with schema.open_dataset(data) as ds:
+    if backend is not None:
+        wrapped.model = _CompiledOnFirstCall(model, backend)
+    with open_dataset(data) as ds:
         needed = [parse_selector(v)[0] for v in (*task.inputs, *task.outputs,
                                                   *task.conditioning)]
         missing = [v for v in needed if v not in ds.data_vars]
         if missing:
             raise ValueError(f"{data} lacks the variables {missing} the model was trained on "
                              f"(it has {sorted(ds.data_vars)})")
-        num_samples = ds.sizes[schema.SAMPLE]
-        grid_dims = schema.SPATIAL_DIMS[len(task.grid)]
+        num_samples = ds.sizes[SAMPLE]
+        grid_dims = SPATIAL_DIMS[len(task.grid)]
         grid = tuple(ds.sizes.get(d, 0) for d in grid_dims)
         if grid != task.grid:
             raise ValueError(f"the model was trained on a {task.grid} grid; {data} is {grid}")
-        frames = ds.sizes.get(schema.TIME, 0)
+        frames = ds.sizes.get(TIME, 0)
     eval_task = task
     if task.kind == "rollout":
         if frames <= task.window:
@@ -681,7 +805,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
     if task.kind == "rollout":
         result["rel_l2_per_step"] = [float(v) for v in errors_t.mean(dim=0)]
     if out is not None:
-        with schema.output_lock(out):
+        with output_lock(out):
             _write_predictions(out, torch.cat(predictions).numpy(), data, task, run, result,
                                overwrite)
     return result
@@ -692,14 +816,14 @@ def _write_predictions(out, values: np.ndarray, data, task: Task, run, result,
     """Predictions as an ssmpde dataset (same coordinates and attributes as ``data``)."""
     import xarray as xr
 
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         coords = {name: ds[name].copy() for name in ds.coords}
         if task.kind == "rollout":
-            coords[schema.TIME] = ds[schema.TIME].isel({schema.TIME: slice(task.window, None)})
+            coords[TIME] = ds[TIME].isel({TIME: slice(task.window, None)})
         variables = {}
         for c, selector in enumerate(task.outputs):
             name, frame = parse_selector(selector)
-            dims = tuple(d for d in ds[name].dims if frame is None or d != schema.TIME)
+            dims = tuple(d for d in ds[name].dims if frame is None or d != TIME)
             array = values[:, c] if task.kind == "operator" else values[:, :, c]
             variables[name] = xr.DataArray(array.astype(ds[name].dtype), dims=dims,
                                            attrs=dict(ds[name].attrs))
@@ -711,4 +835,4 @@ def _write_predictions(out, values: np.ndarray, data, task: Task, run, result,
     predicted.attrs["ssmpde_predictions"] = json.dumps(
         {"run": str(Path(run).resolve()), "data": str(Path(data).resolve()),
          "rel_l2": result["rel_l2"]})
-    schema.save(schema.validate(predicted), out, overwrite=overwrite)
+    save(validate(predicted), out, overwrite=overwrite)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from ssmpde import data
 from ssmpde.coupling.corrected import CorrectedStepper, stepper_from_checkpoint
 from ssmpde.coupling.steps import Conditions, rollout
+from ssmpde.data import open_dataset
 from ssmpde.solvers import generate
 from ssmpde.solvers.base import TimeDependentSolver, register_solver
 from ssmpde.solvers.semilinear import sine_series
@@ -88,7 +88,7 @@ def test_corrector_learns_the_exact_fine_minus_coarse_map_of_a_linear_pde(heat_d
     stepper = stepper_from_checkpoint(run)
     assert isinstance(stepper, CorrectedStepper) and stepper.label == "corrected 1x5"
     fine = ExplicitHeat()
-    with data.open_dataset(heat_data) as ds:
+    with open_dataset(heat_data) as ds:
         states = ds["u"].values[40:].reshape(-1, 1, 16)  # held-out samples, every frame
     exact = np.fft.irfft(np.fft.rfft(states) * fine.multiplier(0.01), n=16)
     coarse = np.fft.irfft(np.fft.rfft(states) * fine.multiplier(0.05), n=16)
@@ -133,7 +133,7 @@ def test_zero_corrector_is_the_coarse_solver_bit_for_bit(ks_data, ks_corrector):
     stepper = stepper_from_checkpoint(ks_corrector)
     _zero_output(stepper.model)
     stepper._wrapped.corrections.mean = [0.0] * len(stepper.fields)
-    with data.open_dataset(ks_data) as ds:
+    with open_dataset(ks_data) as ds:
         history = ds["u"].values[:, :1, None]
         conditions = Conditions.from_dataset(ds)
     corrected = rollout(stepper, history, 5, parameters=conditions)
@@ -165,7 +165,7 @@ def test_coarse_cache_matches_the_coarse_solver_and_resumes_after_a_kill(ks_data
     assert resumed.computed == [1, 2]  # the finished block is not recomputed
     fresh = coarse_predictions(ks_data, "2x5", tmp_path / "fresh", block=2)
     np.testing.assert_array_equal(resumed.values, fresh.values)  # reproducible
-    with data.open_dataset(ks_data) as ds:
+    with open_dataset(ks_data) as ds:
         coarse = coarse_solver(ds, "2x5")
         u = ds["u"].values
         viscosity = ds["viscosity"].values if "viscosity" in ds else None
@@ -177,7 +177,7 @@ def test_coarse_cache_matches_the_coarse_solver_and_resumes_after_a_kill(ks_data
 
 
 def test_bad_coarsenings_get_one_clear_error(ks_data, tmp_path):
-    with data.open_dataset(ks_data) as ds:
+    with open_dataset(ks_data) as ds:
         with pytest.raises(ValueError, match="bad coarsening 3x1.*does not divide"):
             coarse_solver(ds, "3x1")
         with pytest.raises(ValueError, match="bad coarsening 4x1.*does not divide"):
@@ -195,53 +195,42 @@ def test_bad_coarsenings_get_one_clear_error(ks_data, tmp_path):
         coarse_predictions(long_records, "2x50", tmp_path / "cache")
     with pytest.raises(ValueError, match="target='correction' and coarse='SxT' go together"):
         TrainConfig(target="correction")
-    with pytest.raises(ValueError, match="horizon 1"):
+    with pytest.raises(ValueError, match="horizon > 1, mode autoregressive"):
         TrainConfig(target="correction", coarse="2x5", horizon=2)
 
 
-def test_cli_trains_a_corrector_and_rolls_it_out_with_no_extra_flags(ks_data, tmp_path,
-                                                                     capsys):
-    from ssmpde.cli import main
+def test_unrolled_training_is_the_deployed_corrected_rollout(ks_data, tmp_path):
+    """Variant (c): the unrolled loss is the error of the very rollout the corrected stepper
+    makes (float32 against float64), and its gradient reaches the model through the
+    differentiable coarse steps."""
+    from ssmpde.core import relative_l2
+    from ssmpde.solvers.differentiable import differentiable_step
+    from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+    from ssmpde.surrogates.train import rollout_loss
 
-    run = tmp_path / "corrector"
-    assert main(["train", "fno", "--data", str(ks_data), "--out", str(run), "--preset",
-                 "burgers", "--epochs", "1", "--window", "1", "--num-test", "2",
-                 "--target", "correction", "--coarse", "2x5", "--model-option", "width=4",
-                 "--model-option", "depth=1", "--model-option", "modes=[4]",
-                 "--no-progress"]) == 0
-    capsys.readouterr()
-    pareto = tmp_path / "pareto.png"
-    assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
-                 "surrogate", "--coarse", "2x5", "--samples", "0:2", "--pareto",
-                 str(pareto)]) == 0
-    out = capsys.readouterr().out
-    assert "| corrected 2x5 | corrected |" in out
-    assert "| coarse 2x5 (grid 64, dt 0.05) | coarse |" in out
-    assert pareto.exists()
-    assert main(["train", "fno", "--data", str(ks_data), "--out", str(tmp_path / "bad"),
-                 "--target", "correction", "--coarse", "3x1", "--window", "1",
-                 "--no-progress"]) == 2
-    assert "bad coarsening 3x1" in capsys.readouterr().err
-
-
-def test_run_rollout_puts_corrected_rows_beside_the_surrogate_and_the_coarse_solvers(
-        ks_data, ks_corrector, tmp_path):
-    from ssmpde.coupling.baseline import against_coarse
-    from ssmpde.coupling.run import run_rollout
-
-    surrogate = tmp_path / "surrogate"
-    train("fno", ks_data, out=surrogate, preset="burgers", progress=False,
-          model_overrides={"width": 4, "depth": 1, "modes": [4]},
-          config=TrainConfig(epochs=1, batch_size=8, window=1, num_test=2))
-    rows = run_rollout(surrogate, steps=3, schedules=["surrogate"], data=ks_data,
-                       samples="0:2", coarse=["2x5", "2x2"], correctors=[ks_corrector])
-    kinds = {r["schedule"]: r["kind"] for r in rows}
-    assert kinds["corrected 2x5"] == "corrected" and kinds["surrogate"] == "surrogate"
-    corrected = next(r for r in rows if r["kind"] == "corrected")
-    assert 0 < corrected["correlation_time"] <= 3 * 0.1 + 1e-12
-    verdict = against_coarse(rows)  # judged by the same rule as the other learned rows
-    judged = verdict["best"] or verdict["closest"]
-    assert judged["kind"] in ("surrogate", "corrected")
-    with pytest.raises(ValueError, match="not a corrector"):
-        run_rollout(surrogate, steps=1, schedules=["surrogate"], data=ks_data,
-                    correctors=[surrogate])
+    run = tmp_path / "unrolled"
+    config = TrainConfig(epochs=1, batch_size=4, window=1, num_test=2, horizon=3,
+                         mode="autoregressive", pushforward=False, target="correction",
+                         coarse="2x5")
+    metrics = train("fno", ks_data, out=run, preset="burgers", progress=False,
+                    model_overrides={"width": 4, "depth": 1, "modes": [4]}, config=config)
+    assert np.isfinite(metrics["train_loss"]) and "test_rel_l2" in metrics
+    stepper = stepper_from_checkpoint(run)
+    assert isinstance(stepper, CorrectedStepper)
+    model, record = load_checkpoint(run)
+    wrapped = normalised_model(model, record)
+    with open_dataset(ks_data) as ds:
+        u = ds["u"].values[:4, :4, None]
+        viscosity = ds["viscosity"].values[:4]
+        coarse_step = differentiable_step(coarse_solver(ds, "2x5"))
+    frames = rollout(stepper, u[:, :1], 3, parameters={"viscosity": viscosity})
+    expected = np.mean([relative_l2(frames[:, k], u[:, k + 1], fields=True).mean()
+                        for k in range(3)])
+    batch = {"history": torch.as_tensor(u[:, :1], dtype=torch.float32),
+             "target": torch.as_tensor(u[:, 1:], dtype=torch.float32),
+             "conditioning": torch.as_tensor(viscosity, dtype=torch.float32).reshape(
+                 4, 1, 1, 1).expand(4, 3, 1, 64)}
+    loss = rollout_loss(wrapped, batch, config, None, coarse_step)
+    assert float(loss.detach()) == pytest.approx(expected, rel=1e-4)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    assert all(torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
