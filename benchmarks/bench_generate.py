@@ -57,9 +57,9 @@ QUICK = {
 
 def _same(a_path: Path, b_path: Path) -> bool:
     """Every variable of two stores equal, bit for bit, with the same dtype."""
-    from ssmpde import data
+    from ssmpde.data import open_dataset
 
-    with data.open_dataset(a_path) as a, data.open_dataset(b_path) as b:
+    with open_dataset(a_path) as a, open_dataset(b_path) as b:
         return set(a.variables) == set(b.variables) and all(
             a[name].dtype == b[name].dtype and np.array_equal(a[name].values, b[name].values)
             for name in a.variables)
@@ -95,7 +95,7 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
     region write of such a batch into a store being written)."""
     import numba
 
-    from ssmpde import data
+    from ssmpde.data import StoreProgress, create_store, write_store_region
     from ssmpde.solvers import get_solver
     from ssmpde.solvers.generate import _batch_dataset, _history, _run_config
     from ssmpde.solvers.scale_out import _layout
@@ -114,11 +114,11 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
         numba.set_num_threads(previous)
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "regions.zarr"
-        record = data.StoreProgress(config=run_config, history=history, run_id="0" * 32,
-                                    num_samples=batches, batch_size=1)
-        data.create_store(_layout(solver, batches, run_config, history), store, record)
-        writing, _ = seconds(lambda: [data.write_store_region(piece, store,
-                                                              run_id=record.run_id)
+        record = StoreProgress(config=run_config, history=history, run_id="0" * 32,
+                               num_samples=batches, batch_size=1)
+        create_store(_layout(solver, batches, run_config, history), store, record)
+        writing, _ = seconds(lambda: [write_store_region(piece, store,
+                                                         run_id=record.run_id)
                                       for piece in pieces])
     return compute, writing / batches
 

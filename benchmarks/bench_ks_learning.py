@@ -43,16 +43,16 @@ MODELS = {
 def split(data: Path, train: int, test: int, workdir: Path) -> tuple[Path, Path]:
     """The first ``train`` samples followed by the last ``test`` (one file, for ``num_test``),
     and the test samples alone."""
-    from ssmpde import data as schema
+    from ssmpde.data import load_dataset, save
 
-    ds = schema.load_dataset(data)
+    ds = load_dataset(data)
     n = ds.sizes["sample"]
     if train + test > n:
         raise SystemExit(f"{data} has {n} samples; --train {train} + --test {test} is more")
     both = ds.isel(sample=list(range(train)) + list(range(n - test, n)))
     paths = workdir / f"{data.stem}_train.nc", workdir / f"{data.stem}_test.nc"
-    schema.save(both, paths[0], overwrite=True)
-    schema.save(ds.isel(sample=slice(n - test, n)), paths[1], overwrite=True)
+    save(both, paths[0], overwrite=True)
+    save(ds.isel(sample=slice(n - test, n)), paths[1], overwrite=True)
     return paths
 
 

@@ -209,7 +209,7 @@ def _one_thread() -> None:
 
 def _generate(pde: str, split: str, samples: int, seed: int, path: Path, quick: bool) -> dict:
     """Generate one file (one thread); returns what was done."""
-    from ssmpde import data as schema
+    from ssmpde.data import open_dataset
     from ssmpde.solvers import generate
 
     _one_thread()
@@ -220,7 +220,7 @@ def _generate(pde: str, split: str, samples: int, seed: int, path: Path, quick: 
     elapsed, _ = seconds(lambda: generate(
         spec["solver"], num_samples=samples, seed=seed, out=path, progress=False,
         overwrite=True, **options).close())
-    with schema.open_dataset(path) as ds:
+    with open_dataset(path) as ds:
         sizes = dict(ds.sizes)
     return {"pde": pde, "split": split, "path": str(path), "seed": seed, "samples": samples,
             "generated_seconds": elapsed, "sizes": sizes}
@@ -229,7 +229,7 @@ def _generate(pde: str, split: str, samples: int, seed: int, path: Path, quick: 
 def ensure_data(out: Path, samples: dict, quick: bool, jobs: int) -> dict:
     """``{pde: {"train": info, "test": info}}``: the files in ``out``, generated if absent
     (or holding another number of samples); each ``info["path"]`` is relative to ``out``."""
-    from ssmpde import data as schema
+    from ssmpde.data import open_dataset
 
     wanted, found = [], {}
     for pde, (train, test) in samples.items():
@@ -237,7 +237,7 @@ def ensure_data(out: Path, samples: dict, quick: bool, jobs: int) -> dict:
             path = out / pde / f"{split}.nc"
             info = None
             if path.exists():
-                with schema.open_dataset(path) as ds:
+                with open_dataset(path) as ds:
                     if ds.sizes["sample"] == count:
                         info = {"pde": pde, "split": split, "path": portable_path(path, out),
                                 "seed": seed,
@@ -279,11 +279,11 @@ def inference_ms(run: Path, test_file: Path, repeats: int) -> dict:
     import numpy as np
     import torch
 
-    from ssmpde import data as schema
     from ssmpde.coupling import SurrogateStepper
+    from ssmpde.data import open_dataset
 
     stepper = SurrogateStepper.from_checkpoint(run)
-    with schema.open_dataset(test_file) as ds:
+    with open_dataset(test_file) as ds:
         index = np.arange(INFERENCE_BATCH) % ds.sizes["sample"]
         picked = ds.isel(sample=index)
         history = np.stack([picked[f].isel(time=slice(0, stepper.window)).values
@@ -301,7 +301,7 @@ def run_variant(pde: str, model: str, recipe: str, train_file: str, test_file: s
     import torch
 
     from benchmarks.bench_training import _subset_file, budget_plan
-    from ssmpde import data as schema
+    from ssmpde.data import open_dataset
     from ssmpde.surrogates import parameter_count
     from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
 
@@ -315,7 +315,7 @@ def run_variant(pde: str, model: str, recipe: str, train_file: str, test_file: s
         stem = label.replace("/", "-")
         runs_dir = Path(runs)
         train_path = Path(train_file)
-        with schema.open_dataset(train_path) as ds:
+        with open_dataset(train_path) as ds:
             num_train = ds.sizes["sample"]
         probe_count = min(probe_samples, num_train)
         probe_data, _ = _subset_file(train_path, 0, probe_count, runs_dir / f"{stem}-probe.nc")

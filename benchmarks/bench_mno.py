@@ -74,11 +74,11 @@ def scores(predictions: Path, truth: Path, fields) -> dict:
     ``fields`` against the true ones (means over fields and samples)."""
     import numpy as np
 
-    from ssmpde import data as schema
+    from ssmpde.data import open_dataset
 
     # Both files were validated when written (evaluate() and _test_file()).
-    with schema.open_dataset(predictions, validate=False) as predicted, \
-            schema.open_dataset(truth, validate=False) as true:
+    with open_dataset(predictions, validate=False) as predicted, \
+            open_dataset(truth, validate=False) as true:
         per_field = []
         for name in fields:
             p = predicted[name].values.astype(np.float64)
@@ -115,7 +115,7 @@ def table(rows: dict) -> str:
 
 
 def main(argv=None) -> dict:
-    from ssmpde import data as schema
+    from ssmpde.data import SAMPLE, open_dataset
     from ssmpde.surrogates import parameter_count
     from ssmpde.surrogates.datasets import Task
     from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
@@ -153,8 +153,8 @@ def main(argv=None) -> dict:
     test_file = _test_file(args.data, args.num_test, None, args.runs)
     # An epoch is timed on a few samples and scaled: a whole probe epoch of softmax attention
     # or S6 on 64² grids would cost much of the budget on a CPU.
-    with schema.open_dataset(args.data) as ds:
-        num_train = ds.sizes[schema.SAMPLE] - args.num_test
+    with open_dataset(args.data) as ds:
+        num_train = ds.sizes[SAMPLE] - args.num_test
     probe_samples = min(args.probe_samples, num_train)
     probe_data, _ = _subset_file(args.data, 0, probe_samples, args.runs / "probe.nc")
     common = dict(batch_size=args.batch_size, lr=args.lr, num_test=args.num_test, seed=0)

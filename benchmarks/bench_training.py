@@ -30,26 +30,26 @@ PAPERS = {"darcy": {"lamo": 0.0039, "geomano": 0.0036, "fno": 0.0108},
 
 def _test_file(data: Path, num_test: int, frames: int | None, workdir: Path) -> Path:
     """The held-out samples (the last ``num_test``), cut to ``frames`` frames, as a file."""
-    from ssmpde import data as schema
+    from ssmpde.data import load_dataset, save
 
-    ds = schema.load_dataset(data)
+    ds = load_dataset(data)
     test = ds.isel(sample=slice(ds.sizes["sample"] - num_test, None))
     if frames is not None:
         test = test.isel(time=slice(0, frames))
     path = workdir / "test.nc"
-    schema.save(test, path, overwrite=True)
+    save(test, path, overwrite=True)
     return path
 
 
 def _subset_file(data: Path, num_test: int, samples: int, path: Path) -> tuple[Path, int]:
     """The first ``samples`` training samples, with the ``num_test`` test samples after them,
     as a file; and the number of training samples of the whole file."""
-    from ssmpde import data as schema
+    from ssmpde.data import load_dataset, save
 
-    ds = schema.load_dataset(data)
+    ds = load_dataset(data)
     num_train = ds.sizes["sample"] - num_test
     keep = list(range(min(samples, num_train))) + list(range(num_train, ds.sizes["sample"]))
-    schema.save(ds.isel(sample=keep), path, overwrite=True)
+    save(ds.isel(sample=keep), path, overwrite=True)
     return path, num_train
 
 

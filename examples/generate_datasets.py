@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ssmpde import data
+from ssmpde.data import describe
 from ssmpde.solvers import generate
 
 
@@ -36,8 +36,8 @@ def main(argv=None) -> dict:
                      resolution=9 if args.tiny else 29,
                      simulation_resolution=17 if args.tiny else 57, overwrite=True,
                      progress=not args.tiny)
-    print(data.describe(ns))
-    print(data.describe(darcy))
+    print(describe(ns))
+    print(describe(darcy))
     # Everything is plain xarray from here: e.g. enstrophy of each sample over time.
     enstrophy = (ns.vorticity ** 2).mean(("y", "x"))
     print(enstrophy.round(4).to_pandas() if hasattr(enstrophy, "to_pandas") else enstrophy)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ssmpde import data
 from ssmpde.coupling import SurrogateStepper, hybrid_rollout, to_dataset
+from ssmpde.data import open_dataset, save
 from ssmpde.solvers import generate, get_solver
 from ssmpde.surrogates.train import TrainConfig, train
 
@@ -42,7 +42,7 @@ def main(argv=None) -> dict:
 
     solver = get_solver("navier-stokes", **solver_config)     # a Stepper
     surrogate = SurrogateStepper.from_checkpoint(run)        # the same protocol
-    with data.open_dataset(path) as ds:
+    with open_dataset(path) as ds:
         test = ds.isel(sample=slice(-2, None))
         history = test.vorticity.values[:, :2, None]         # [batch, window, field, y, x]
         parameters = {"viscosity": test.viscosity.values, "forcing": test.forcing.values}
@@ -55,7 +55,7 @@ def main(argv=None) -> dict:
           "reference:", round(result.reference_seconds, 3))
     ds = to_dataset(result, solver=solver, surrogate=surrogate,
                     schedule="surrogate:2,solver:1")
-    data.save(ds, args.out / "hybrid_rollout.nc", overwrite=True)
+    save(ds, args.out / "hybrid_rollout.nc", overwrite=True)
     return {"result": result, "path": args.out / "hybrid_rollout.nc"}
 
 

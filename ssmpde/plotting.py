@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from . import data
+from .data import ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y, SchemaError, atomic_path, config_of
 
 __all__ = ["plot_hybrid", "plot_pareto", "plot_snapshots", "schlieren"]
 
@@ -145,7 +145,7 @@ def _save(fig, path: str | os.PathLike, dpi: int) -> pathlib.Path:
     existing ``path`` is left as it was.  The format follows the suffix (PNG without one)."""
     target = pathlib.Path(os.fspath(path)).expanduser()
     fmt = target.suffix[1:].lower() or "png"
-    with data.atomic_path(target) as tmp:
+    with atomic_path(target) as tmp:
         fig.savefig(tmp, dpi=dpi, format=fmt)
     return target
 
@@ -154,13 +154,13 @@ def _save(fig, path: str | os.PathLike, dpi: int) -> pathlib.Path:
 # Dataset snapshots
 # --------------------------------------------------------------------------------------------
 
-_PLOTTABLE_DIMS = {data.SAMPLE, data.TIME, data.Y, data.X}
+_PLOTTABLE_DIMS = {SAMPLE, TIME, Y, X}
 
 
 def _spatial_dims(var: xr.DataArray) -> tuple[str, ...]:
-    if data.X not in var.dims:
+    if X not in var.dims:
         return ()
-    return (data.Y, data.X) if data.Y in var.dims else (data.X,)
+    return (Y, X) if Y in var.dims else (X,)
 
 
 def _select_variables(ds: xr.Dataset, variables: str | Sequence[str] | None) -> list[str]:
@@ -169,11 +169,11 @@ def _select_variables(ds: xr.Dataset, variables: str | Sequence[str] | None) -> 
     plottable = [name for name in available if _spatial_dims(ds[name])
                  and set(ds[name].dims) <= _PLOTTABLE_DIMS]
     if variables is None:
-        if any(data.ROLE in ds[name].attrs for name in available):
-            names = [n for n in plottable if ds[n].attrs.get(data.ROLE) == "state"]
+        if any(ROLE in ds[name].attrs for name in available):
+            names = [n for n in plottable if ds[n].attrs.get(ROLE) == "state"]
             if not names:
                 raise ValueError("nothing to plot: no data variable has role 'state' and "
-                                 f"spatial dims ({data.X!r}); pass variables=... from "
+                                 f"spatial dims ({X!r}); pass variables=... from "
                                  f"{plottable}")
             return names
         if not plottable:
@@ -188,7 +188,7 @@ def _select_variables(ds: xr.Dataset, variables: str | Sequence[str] | None) -> 
             raise ValueError(f"dataset has no variable {name!r}; it has {available}")
         var = ds[name]
         if not _spatial_dims(var):
-            raise ValueError(f"{name!r} has no spatial dims ({data.X!r}, optionally {data.Y!r}),"
+            raise ValueError(f"{name!r} has no spatial dims ({X!r}, optionally {Y!r}),"
                              f" it has {var.dims}; plottable variables: {plottable}")
         extra = [d for d in var.dims if d not in _PLOTTABLE_DIMS]
         if extra:
@@ -211,14 +211,14 @@ def _field_label(da: xr.DataArray, name: str) -> str:
 def _draw_panel(fig, ax, da: xr.DataArray, label: str, *, xlabel: bool, ylabel: bool) -> None:
     """One sample of one field, steady or 1D time-dependent: an image (2D), a space-time
     diagram (1D + time) or a line (1D steady), with its own colour bar."""
-    x, x_label = _coord(da, data.X)
-    if data.Y in da.dims or data.TIME in da.dims:
-        vertical = data.Y if data.Y in da.dims else data.TIME
+    x, x_label = _coord(da, X)
+    if Y in da.dims or TIME in da.dims:
+        vertical = Y if Y in da.dims else TIME
         y, y_label = _coord(da, vertical)
-        values = da.transpose(vertical, data.X).values
+        values = da.transpose(vertical, X).values
         scale = _scale(values, sequential=da.attrs.get(_CMAP, SEQUENTIAL))
         image = _draw(ax, values, x, y, scale,
-                      aspect="equal" if vertical == data.Y else "auto")
+                      aspect="equal" if vertical == Y else "auto")
         _colorbar(fig, image, ax, label)
         _label_axes(ax, x_label if xlabel else None, y_label if ylabel else None)
         return
@@ -233,8 +233,8 @@ def _domain_ratio(ds: xr.Dataset, names: Sequence[str]) -> float:
     """Height over width of the first 2D field's domain (1 without one), kept in [0.4, 1.6]
     so that panels of non-square domains are not padded with blank space."""
     for name in names:
-        if data.Y in ds[name].dims:
-            (x, _), (y, _) = _coord(ds[name], data.X), _coord(ds[name], data.Y)
+        if Y in ds[name].dims:
+            (x, _), (y, _) = _coord(ds[name], X), _coord(ds[name], Y)
             ex, ey = _edges(x), _edges(y)
             return float(np.clip(abs(ey[-1] - ey[0]) / abs(ex[-1] - ex[0]), 0.4, 1.6))
     return 1.0
@@ -243,8 +243,8 @@ def _domain_ratio(ds: xr.Dataset, names: Sequence[str]) -> float:
 def _suptitle(ds: xr.Dataset) -> str:
     title = ds.attrs.get("title", "")
     try:
-        config = data.config_of(ds).get("solver", {})
-    except data.SchemaError:
+        config = config_of(ds).get("solver", {})
+    except SchemaError:
         config = {}
     details = ", ".join(f"{k} = {config[k]}" for k in ("viscosity", "forcing")
                         if isinstance(config, Mapping) and k in config)
@@ -255,15 +255,15 @@ def _snapshot_figure(ds: xr.Dataset, *, variables: str | Sequence[str] | None = 
                      samples: Sequence[int] = (0, 1), num_times: int = 5):
     """Build (but do not save) the :func:`plot_snapshots` figure; returns the Figure."""
     names = _select_variables(ds, variables)
-    size = ds.sizes.get(data.SAMPLE, 1)
+    size = ds.sizes.get(SAMPLE, 1)
     samples = [int(s) for s in samples if -size <= s < size]
     if not samples:
         raise ValueError(f"no sample to plot: samples must index the {size} samples")
-    movies = [n for n in names if data.TIME in ds[n].dims and data.Y in ds[n].dims]
+    movies = [n for n in names if TIME in ds[n].dims and Y in ds[n].dims]
     if movies:
         if num_times < 1:
             raise ValueError(f"num_times must be at least 1, got {num_times}")
-        count = ds.sizes[data.TIME]
+        count = ds.sizes[TIME]
         times = np.unique(np.linspace(0, count - 1, min(num_times, count)).round().astype(int))
         rows, cols = [(s, n) for s in samples for n in names], len(times)
     else:
@@ -273,12 +273,12 @@ def _snapshot_figure(ds: xr.Dataset, *, variables: str | Sequence[str] | None = 
     fig = _new_figure(figsize=(_PANEL * cols + 1.6, row_height * len(rows) + 0.9))
     axes = fig.subplots(len(rows), cols, squeeze=False)
     for r, (sample, row_name) in enumerate(rows):
-        where = (f"sample {int(ds[data.SAMPLE][sample])}" if data.SAMPLE in ds.coords
+        where = (f"sample {int(ds[SAMPLE][sample])}" if SAMPLE in ds.coords
                  else f"sample {sample}")
         last_row = r == len(rows) - 1
         for c, name in enumerate([row_name] if row_name else names):
             field = ds[name]
-            da = field.isel({data.SAMPLE: sample}) if data.SAMPLE in field.dims else field
+            da = field.isel({SAMPLE: sample}) if SAMPLE in field.dims else field
             label = _field_label(field, name)
             if name in movies:
                 _draw_movie_row(fig, axes[r], da, times, label, where, xlabel=last_row)
@@ -296,14 +296,14 @@ def _snapshot_figure(ds: xr.Dataset, *, variables: str | Sequence[str] | None = 
 def _draw_movie_row(fig, axes, da: xr.DataArray, times: np.ndarray, label: str, where: str,
                     *, xlabel: bool) -> None:
     """One sample of one 2D time-dependent field at ``times``, sharing one colour bar."""
-    frames = da.isel({data.TIME: list(times)}).transpose(data.TIME, data.Y, data.X)
-    x, x_label = _coord(da, data.X)
-    y, y_label = _coord(da, data.Y)
+    frames = da.isel({TIME: list(times)}).transpose(TIME, Y, X)
+    x, x_label = _coord(da, X)
+    y, y_label = _coord(da, Y)
     scale = _scale(frames.values, sequential=da.attrs.get(_CMAP, SEQUENTIAL))
-    time_units = _units(da[data.TIME], None) if data.TIME in da.coords else None
+    time_units = _units(da[TIME], None) if TIME in da.coords else None
     for col, ax in enumerate(axes):
         image = _draw(ax, frames.values[col], x, y, scale)
-        t = float(frames[data.TIME][col]) if data.TIME in frames.coords else float(times[col])
+        t = float(frames[TIME][col]) if TIME in frames.coords else float(times[col])
         ax.set_title(f"{where}, {_time_text(t, time_units)}", fontsize=9)
         _label_axes(ax, x_label if xlabel else None, y_label if col == 0 else None)
     _colorbar(fig, image, list(axes), label)
@@ -324,16 +324,16 @@ def schlieren(ds: xr.Dataset, variable: str = "density") -> xr.DataArray:
         raise ValueError(f"schlieren: the dataset has no variable {variable!r}; it has "
                          f"{sorted(ds.data_vars)}")
     q = ds[variable]
-    if data.Y not in q.dims or data.X not in q.dims:
-        raise ValueError(f"schlieren needs a 2D field ({data.Y!r}, {data.X!r}); {variable!r} "
+    if Y not in q.dims or X not in q.dims:
+        raise ValueError(f"schlieren needs a 2D field ({Y!r}, {X!r}); {variable!r} "
                          f"has dims {q.dims}")
     spacing = []
-    for dim in (data.Y, data.X):
+    for dim in (Y, X):
         nodes, _ = _coord(q, dim)
         spacing.append(float(nodes[1] - nodes[0]) if nodes.size > 1 else 1.0)
-    axes = (q.dims.index(data.Y), q.dims.index(data.X))
+    axes = (q.dims.index(Y), q.dims.index(X))
     gy, gx = np.gradient(np.asarray(q.values, dtype=np.float64), *spacing, axis=axes)
-    x_units = _units(q[data.X], None) if data.X in q.coords else None
+    x_units = _units(q[X], None) if X in q.coords else None
     units = _units(q, "1") if x_units in (None, "1") else f"{_units(q, '1')} / {x_units}"
     return xr.DataArray(np.hypot(gx, gy), coords=q.coords, dims=q.dims,
                         name=f"schlieren_{variable}",
@@ -414,7 +414,7 @@ def _per_field(value: str | Mapping[str, str] | Sequence[str] | None, fields: Se
 def _grid_coords(coords: Mapping[str, np.ndarray] | None,
                  shape: Sequence[int]) -> list[tuple[np.ndarray, str]]:
     """Node positions and axis labels for the grid dims (``(x,)`` or ``(y, x)``)."""
-    dims = data.SPATIAL_DIMS[len(shape)]
+    dims = SPATIAL_DIMS[len(shape)]
     coords = dict(coords or {})
     unknown = sorted(set(coords) - set(dims))
     if unknown:

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ssmpde import data as schema
 from ssmpde.cli import main
+from ssmpde.data import DatasetFileError, load_dataset, open_dataset, save
 from ssmpde.solvers import generate
 from ssmpde.surrogates.train import TrainConfig, train
 
@@ -235,8 +235,8 @@ def test_object_arrays_are_refused_on_read(tmp_path):
         "fill_value": None, "filters": [{"id": "pickle", "protocol": 5}], "order": "C",
         "dimension_separator": "."}))
     (store / "u" / ".zattrs").write_text(json.dumps({"_ARRAY_DIMENSIONS": ["sample"]}))
-    with pytest.raises(schema.DatasetFileError, match="object"):
-        schema.open_dataset(store, validate=False)
+    with pytest.raises(DatasetFileError, match="object"):
+        open_dataset(store, validate=False)
 
 
 def test_interrupt_prints_a_message(monkeypatch, capsys, files):
@@ -295,10 +295,10 @@ def test_fuzzed_generation_options(option, value, files, capsys):
 
 
 def test_a_constant_target_field_is_refused(files, capsys, tmp_path):
-    ds = schema.load_dataset(files["darcy"])
+    ds = load_dataset(files["darcy"])
     ds["u"] = ds["u"] * 0.0
     flat = tmp_path / "flat.nc"
-    schema.save(ds, flat)
+    save(ds, flat)
     line = run_bad(["train", "geomano", "--data", flat, "--out", tmp_path / "run",
                     "--no-progress", "--model-option", "width=8", "--model-option", "depth=1"],
                    capsys, tmp_path)

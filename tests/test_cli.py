@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from ssmpde import data
 from ssmpde.cli import main
+from ssmpde.data import config_of, open_dataset
 
 SMALL = ["--resolution", "16", "--simulation-resolution", "32", "--time", "1",
          "--record-interval", "0.5", "--time-step", "0.01", "--no-progress"]
@@ -15,9 +15,9 @@ def test_generate_then_info(tmp_path, capsys):
     status = main(["generate", "navier-stokes", "--samples", "2", "--viscosity", "1e-3",
                    "--seed", "0", "--out", str(out), *SMALL])
     assert status == 0
-    with data.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert ds.vorticity.shape == (2, 3, 16, 16)
-        assert data.config_of(ds)["solver"]["viscosity"] == 1e-3
+        assert config_of(ds)["solver"]["viscosity"] == 1e-3
     capsys.readouterr()
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
@@ -30,7 +30,7 @@ def test_viscosity_range_and_preset(tmp_path):
     status = main(["generate", "navier-stokes", "--preset", "torus-vis", "--samples", "2",
                    "--viscosity", "1e-4:1e-3", "--out", str(out), *SMALL])
     assert status == 0
-    with data.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         nu = ds.viscosity.values
         assert np.all((nu >= 1e-4) & (nu <= 1e-3)) and nu[0] != nu[1]
         assert ds.forcing_amplitude.shape == (2, 2, 6)
@@ -94,7 +94,7 @@ def test_generate_darcy(tmp_path, capsys):
                    "--simulation-resolution", "41", "--seed", "0", "--out", str(out),
                    "--no-progress"])
     assert status == 0
-    with data.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert ds.a.shape == ds.u.shape == (2, 11, 11)
         assert float(ds.u.min()) >= 0.0
     capsys.readouterr()

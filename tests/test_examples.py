@@ -2,24 +2,24 @@
 
 import numpy as np
 
-from ssmpde import data
+from ssmpde.data import open_dataset
 
 
 def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
     from examples import demo
 
     result = demo.main(["--out", str(tmp_path), "--tiny"])
-    with data.open_dataset(tmp_path / "navier_stokes.nc") as ds:
+    with open_dataset(tmp_path / "navier_stokes.nc") as ds:
         assert ds.vorticity.shape == (6, 7, 16, 16)
         assert np.all(np.isfinite(ds.vorticity.values))
     for name in ("darcy.nc", "predictions_darcy_geomano.nc", "predictions_darcy_fno.nc",
                  "predictions_navier-stokes_geomano.nc", "predictions_navier-stokes_fno.nc",
                  "rollout.nc"):
-        with data.open_dataset(tmp_path / name) as ds:  # each validates against the schema
+        with open_dataset(tmp_path / name) as ds:  # each validates against the schema
             assert ds.sizes["sample"] > 0
-    with data.open_dataset(tmp_path / "kuramoto_sivashinsky.nc") as ds:
+    with open_dataset(tmp_path / "kuramoto_sivashinsky.nc") as ds:
         assert ds.u.dims == ("sample", "time", "x") and ds.u.shape == (6, 11, 32)
-    with data.open_dataset(tmp_path / "ks_rollout.nc") as ds:
+    with open_dataset(tmp_path / "ks_rollout.nc") as ds:
         assert ds.u.dims == ("sample", "time", "x")
     for name in ("navier_stokes_vorticity.png", "rollout.png", "kuramoto_sivashinsky.png",
                  "ks_rollout.png", "ks_pareto.png", "rollout_pareto.png"):
@@ -40,7 +40,7 @@ def test_generate_datasets_example(tmp_path):
 
     result = generate_datasets.main(["--out", str(tmp_path), "--tiny"])
     assert result["enstrophy"].shape == (4, 3) and np.all(result["enstrophy"] > 0)
-    with data.open_dataset(result["darcy"]) as ds:
+    with open_dataset(result["darcy"]) as ds:
         assert set(ds.data_vars) == {"a", "u"}
 
 
@@ -50,7 +50,7 @@ def test_train_surrogate_example(tmp_path):
     result = train_surrogate.main(["--out", str(tmp_path), "--tiny"])
     assert (result["run"] / "config.json").exists()
     assert 0 < result["evaluation"]["rel_l2"] < 10
-    with data.open_dataset(tmp_path / "darcy_predictions.nc") as ds:
+    with open_dataset(tmp_path / "darcy_predictions.nc") as ds:
         assert ds.u.shape == (12, 9, 9)
 
 
@@ -59,7 +59,7 @@ def test_hybrid_rollout_example(tmp_path):
 
     result = hybrid_rollout.main(["--out", str(tmp_path), "--tiny"])
     assert result["result"].source == ["surrogate", "surrogate", "solver"] * 2
-    with data.open_dataset(result["path"]) as ds:
+    with open_dataset(result["path"]) as ds:
         assert list(ds.source.values) == [1, 1, 0, 1, 1, 0]
 
 
@@ -85,9 +85,9 @@ def test_euler_ce_rm_example(tmp_path):
 
     result = euler_ce_rm.main(["--out", str(tmp_path), "--tiny"])
     assert set(result["evaluation"]["rel_l2_per_field"]) == set(euler_ce_rm.FIELDS)
-    with data.open_dataset(tmp_path / "ce_rm.nc") as ds:
+    with open_dataset(tmp_path / "ce_rm.nc") as ds:
         assert {"density", "velocity_x", "velocity_y", "pressure", "tracer"} <= set(ds.data_vars)
-    with data.open_dataset(tmp_path / "ce_rm_rollout.nc") as ds:
+    with open_dataset(tmp_path / "ce_rm_rollout.nc") as ds:
         assert ds.density.dims == ("sample", "time", "y", "x") and "tracer" in ds
     rows = {row["schedule"]: row for row in result["rollout"]}
     assert rows["solver, one run"]["final_rel_l2"] == 0.0  # the reference

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ssmpde import data, plotting
+from ssmpde import plotting
+from ssmpde.data import (SAMPLE, TIME, X, Y, build_dataset, grid_coordinates, sample_coordinate,
+                         time_coordinate)
 from ssmpde.plotting import plot_hybrid, plot_snapshots
-
-SAMPLE, TIME, Y, X = data.SAMPLE, data.TIME, data.Y, data.X
 
 
 def var(dims, values, long_name, units, role=None):
@@ -22,8 +22,8 @@ def var(dims, values, long_name, units, role=None):
 
 
 def dataset(data_vars, **coords):
-    return data.build_dataset(data_vars, coords=coords, equation="test", config={"seed": 0},
-                              title="synthetic test data", references="none", solver="none")
+    return build_dataset(data_vars, coords=coords, equation="test", config={"seed": 0},
+                         title="synthetic test data", references="none", solver="none")
 
 
 def coord(dim, values, units):
@@ -51,7 +51,7 @@ def flow2d():
     """Two samples, five times, a signed vorticity and a positive density, plus a parameter
     and a forcing field that the default selection must leave out."""
     rng = np.random.default_rng(0)
-    grid = data.grid_coordinates(8, ndim=2)
+    grid = grid_coordinates(8, ndim=2)
     shape = (2, 5, 8, 8)
     return dataset({
         "vorticity": var((SAMPLE, TIME, Y, X), rng.normal(size=shape) + 0.3, "vorticity", "1",
@@ -60,8 +60,7 @@ def flow2d():
                        "state"),
         "forcing": var((Y, X), rng.normal(size=(8, 8)), "forcing", "1", "forcing"),
         "viscosity": var((SAMPLE,), [1e-3, 1e-4], "viscosity", "1", "parameter"),
-    }, sample=data.sample_coordinate(2), time=data.time_coordinate(np.arange(5) * 0.5),
-        **grid)
+    }, sample=sample_coordinate(2), time=time_coordinate(np.arange(5) * 0.5), **grid)
 
 
 def test_2d_time_dependent_two_fields(tmp_path, flow2d):
@@ -108,11 +107,11 @@ def test_single_variable_by_name_and_without_roles(flow2d):
 
 
 def test_1d_time_dependent_space_time_extent(tmp_path):
-    x = data.grid_coordinates(16, ndim=1, length=2.0, units="m")
-    t = data.time_coordinate(np.linspace(0.0, 0.9, 10), units="s")
+    x = grid_coordinates(16, ndim=1, length=2.0, units="m")
+    t = time_coordinate(np.linspace(0.0, 0.9, 10), units="s")
     u = np.sin(np.pi * x["x"].values)[None, None, :] * np.ones((3, 10, 1))
     ds = dataset({"u": var((SAMPLE, TIME, X), u, "velocity", "m s-1", "state")},
-                 sample=data.sample_coordinate(3), time=t, **x)
+                 sample=sample_coordinate(3), time=t, **x)
     assert plot_snapshots(ds, tmp_path / "burgers.png", samples=(0, 2), dpi=50).exists()
     fig = plotting._snapshot_figure(ds, samples=(0, 2))
     axes = image_axes(fig)
@@ -128,9 +127,9 @@ def test_1d_time_dependent_space_time_extent(tmp_path):
 
 
 def test_1d_steady_line_plots():
-    x = data.grid_coordinates(10, ndim=1, endpoint=True)
+    x = grid_coordinates(10, ndim=1, endpoint=True)
     ds = dataset({"h": var((SAMPLE, X), np.random.default_rng(1).random((2, 10)), "height",
-                           "m")}, sample=data.sample_coordinate(2), **x)
+                           "m")}, sample=sample_coordinate(2), **x)
     fig = plotting._snapshot_figure(ds)
     lines = [ax for ax in fig.axes if ax.lines]
     assert len(lines) == 2 and not image_axes(fig)
@@ -140,13 +139,13 @@ def test_1d_steady_line_plots():
 
 def test_steady_2d_darcy_one_panel_per_field_per_sample():
     rng = np.random.default_rng(2)
-    grid = data.grid_coordinates(9, ndim=2, endpoint=True)
+    grid = grid_coordinates(9, ndim=2, endpoint=True)
     ds = dataset({
         "a": var((SAMPLE, Y, X), 3.0 + 9.0 * (rng.random((3, 9, 9)) > 0.5), "permeability",
                  "1"),
         "u": var((SAMPLE, Y, X), rng.random((3, 9, 9)), "pressure", "Pa"),
         "seed": var((SAMPLE,), np.arange(3), "seed", "1"),
-    }, sample=data.sample_coordinate(3), **grid)
+    }, sample=sample_coordinate(3), **grid)
     fig = plotting._snapshot_figure(ds, samples=(0, 1, 2))
     axes = image_axes(fig)
     assert [ax.get_title() for ax in axes] == [f"{v}, sample {s}" for s in range(3)
@@ -162,7 +161,7 @@ def test_rectangular_grid_extent_and_units():
     x = coord(X, np.arange(8) * 2.0 / 8, "km")
     y = coord(Y, np.arange(4) / 4, "km")
     ds = dataset({"T": var((SAMPLE, Y, X), np.ones((1, 4, 8)), "temperature", "K")},
-                 sample=data.sample_coordinate(1), x=x, y=y)
+                 sample=sample_coordinate(1), x=x, y=y)
     fig = plotting._snapshot_figure(ds, samples=(0, 1))
     (ax,) = image_axes(fig)
     assert ax.images[0].get_extent() == pytest.approx([-0.125, 1.875, -0.125, 0.875])
@@ -172,7 +171,7 @@ def test_rectangular_grid_extent_and_units():
 def test_non_uniform_grid_uses_a_mesh_at_the_nodes():
     x = coord(X, [0.0, 0.1, 0.3, 0.7, 1.0], "1")
     ds = dataset({"c": var((SAMPLE, Y, X), np.ones((1, 2, 5)), "concentration", "1")},
-                 sample=data.sample_coordinate(1), x=x, y=coord(Y, [0.0, 1.0], "1"))
+                 sample=sample_coordinate(1), x=x, y=coord(Y, [0.0, 1.0], "1"))
     fig = plotting._snapshot_figure(ds)
     ax = fig.axes[0]  # the panel; its colour bar comes after it
     assert not ax.images and len(ax.collections) == 1
@@ -260,11 +259,11 @@ def test_failed_save_leaves_no_temporary(tmp_path, flow2d):
 def test_schlieren_is_the_gradient_magnitude_and_is_drawn_in_grey(tmp_path):
     """|∇ρ| of a linear ramp ρ = 1 + 2x + 3y is √13 everywhere (central differences are
     exact for it, one-sided ones too); a schlieren panel joins the state fields."""
-    grid = data.grid_coordinates(8, ndim=2)
+    grid = grid_coordinates(8, ndim=2)
     x, y = np.meshgrid(grid[X].values, grid[Y].values)
     rho = np.broadcast_to(1 + 2 * x + 3 * y, (1, 2, 8, 8)).copy()
     ds = dataset({"density": var((SAMPLE, TIME, Y, X), rho, "density", "1", "state")},
-                 sample=data.sample_coordinate(1), time=data.time_coordinate(np.arange(2.0)),
+                 sample=sample_coordinate(1), time=time_coordinate(np.arange(2.0)),
                  **grid)
     gradient = plotting.schlieren(ds)
     np.testing.assert_allclose(gradient.values, np.sqrt(13.0), rtol=1e-12)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from ssmpde import data
 from ssmpde.coupling import Conditions
+from ssmpde.data import TIME, roles_of, validate
 from ssmpde.solvers import Stepper, generate, get_solver_class, list_solvers
 from ssmpde.solvers.base import TimeDependentSolver
 from ssmpde.surrogates import build_model, config_from_dict, get_model_class, list_models
@@ -30,8 +30,8 @@ def test_solver_generates_schema_valid_data_with_roles(name):
     cls = get_solver_class(name)
     assert cls.TINY, f"{cls.__name__} needs a TINY configuration for this test"
     ds = generate(name, num_samples=2, seed=3, batch_size=2, progress=False, **cls.TINY)
-    data.validate(ds, check_finite=True)
-    roles = data.roles_of(ds)
+    validate(ds, check_finite=True)
+    roles = roles_of(ds)
     assert set(roles) == set(cls(**cls.TINY).variables())
     assert "state" in roles.values()
     # Sample i depends on (seed, i) only.
@@ -47,14 +47,14 @@ def test_solver_is_a_stepper_that_replays_its_stored_trajectory(name):
     solver = cls(**cls.TINY)
     assert isinstance(solver, Stepper)
     ds = generate(name, num_samples=2, seed=1, progress=False, **cls.TINY)
-    states = [v for v, role in data.roles_of(ds).items()
-              if role == "state" and data.TIME in ds[v].dims]
+    states = [v for v, role in roles_of(ds).items()
+              if role == "state" and TIME in ds[v].dims]
     assert tuple(states) == solver.fields
     frames = np.stack([ds[f].values for f in solver.fields], axis=2)
     conditions = Conditions.from_dataset(ds)
     scale = float(np.abs(frames).max())
-    for k in range(ds.sizes[data.TIME] - 1):
-        time = float(ds[data.TIME][k])
+    for k in range(ds.sizes[TIME] - 1):
+        time = float(ds[TIME][k])
         given = {n: v for n, v in conditions.at(time).items() if n in solver.parameter_names}
         frame = solver.step(frames[:, k:k + 1], time=time, parameters=given)
         np.testing.assert_allclose(frame, frames[:, k + 1], rtol=0, atol=1e-10 * scale)

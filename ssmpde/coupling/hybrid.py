@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from ssmpde import data as schema
 from ssmpde.core import autoregressive, relative_l2
+from ssmpde.data import (ROLE, SAMPLE, SPATIAL_DIMS, TIME, build_dataset, grid_coordinates,
+                         sample_coordinate, time_coordinate)
 from ssmpde.solvers.base import Checks, SolverDivergedError
 
 from .indicators import DEFAULT_INDICATOR, INDICATORS, make_indicator
@@ -341,36 +342,36 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
     frames = result.frames
     batch, steps = frames.shape[:2]
     grid_shape = frames.shape[3:]
-    dims = schema.SPATIAL_DIMS[len(grid_shape)]
-    coords = {schema.SAMPLE: schema.sample_coordinate(
+    dims = SPATIAL_DIMS[len(grid_shape)]
+    coords = {SAMPLE: sample_coordinate(
                   np.arange(batch) if samples is None else np.asarray(samples)),
-              schema.TIME: schema.time_coordinate(result.times)}
+              TIME: time_coordinate(result.times)}
     solver_coords = solver.coordinates() if hasattr(solver, "coordinates") else {}
     for dim, n in zip(dims, grid_shape):
         if dim in solver_coords and solver_coords[dim].size == n:
             coords[dim] = solver_coords[dim]
         else:
-            coords[dim] = schema.grid_coordinates(grid_shape)[dim]
+            coords[dim] = grid_coordinates(grid_shape)[dim]
     units = dict(units or {})
     specs = solver.variables() if hasattr(solver, "variables") else {}
     data_vars = {}
     for f, name in enumerate(solver.fields):
         spec = specs.get(name)
         attrs = {"long_name": getattr(spec, "long_name", name),
-                 "units": units.get(name, getattr(spec, "units", "1")), schema.ROLE: "state"}
-        data_vars[name] = xr.DataArray(frames[:, :, f], dims=(schema.SAMPLE, schema.TIME, *dims),
+                 "units": units.get(name, getattr(spec, "units", "1")), ROLE: "state"}
+        data_vars[name] = xr.DataArray(frames[:, :, f], dims=(SAMPLE, TIME, *dims),
                                        attrs=attrs)
     data_vars["source"] = xr.DataArray(
-        np.array([SOURCE_CODES[s] for s in result.source], dtype=np.int8), dims=(schema.TIME,),
+        np.array([SOURCE_CODES[s] for s in result.source], dtype=np.int8), dims=(TIME,),
         attrs={"long_name": "component that made the frame", "units": "1",
-               schema.ROLE: "diagnostic",
+               ROLE: "diagnostic",
                "flag_values": np.array(list(SOURCE_CODES.values()), dtype=np.int8),
                "flag_meanings": " ".join(SOURCE_CODES)})
     if result.errors is not None:
         data_vars["rel_l2_error"] = xr.DataArray(
-            result.errors, dims=(schema.TIME,),
+            result.errors, dims=(TIME,),
             attrs={"long_name": "relative L2 error against the solver-only run, mean over "
-                                "samples", "units": "1", schema.ROLE: "diagnostic"})
+                                "samples", "units": "1", ROLE: "diagnostic"})
     solver_config = getattr(solver, "config", None)
     config = {
         "schedule": schedule,
@@ -386,7 +387,7 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
         config["error_estimates"] = result.estimates
     if result.parareal is not None:
         config["parareal"] = dataclasses.asdict(result.parareal)
-    return schema.build_dataset(
+    return build_dataset(
         data_vars, coords=coords,
         equation=equation or getattr(solver, "name", "unknown"), config=config,
         title=f"Hybrid rollout ({schedule}) of {', '.join(solver.fields)}",

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ssmpde import data as schema
 from ssmpde.core import gib, high_correlation_time, memory_limit
+from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
+                         output_lock, save)
 from ssmpde.solvers import get_solver
 
 from .baseline import coarse_baselines, solver_run
@@ -40,10 +41,10 @@ def _solver_for(record: dict, data: Path | xr.Dataset):
     checkpoint ``record``, else in ``data`` (an open dataset, or a path opened only then)."""
     config = record.get("dataset", {}).get("generator_config")
     if config is None and isinstance(data, xr.Dataset):
-        config = schema.config_of(data)
+        config = config_of(data)
     elif config is None:
-        with schema.open_dataset(data) as ds:
-            config = schema.config_of(ds)
+        with open_dataset(data) as ds:
+            config = config_of(ds)
     try:
         return get_solver(config["equation"], **config["solver"])
     except (KeyError, TypeError) as error:
@@ -92,30 +93,30 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     data = Path(data or surrogate.record["dataset"]["path"])
     for path, flag in ((out, "--out"), (plot, "--plot"), (pareto, "--pareto")):
         if path is not None:
-            schema.check_output(path, inputs=(data, checkpoint), overwrite=overwrite, flag=flag)
+            check_output(path, inputs=(data, checkpoint), overwrite=overwrite, flag=flag)
     if out is not None and plot is not None and Path(out).resolve() == Path(plot).resolve():
         raise ValueError("--out and --plot name the same file: choose two paths")
     # The data file is opened and validated once; everything read from it comes from here.
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         solver = _solver_for(surrogate.record, ds)
         for stepper in (surrogate, *extra):
             if abs(solver.dt - stepper.dt) > 1e-12 * max(1.0, stepper.dt):
                 raise ValueError(f"the solver's record interval {solver.dt} differs from the "
                                  f"dt {stepper.dt} of {stepper.source}")
-        indices = _parse_samples(samples, ds.sizes[schema.SAMPLE])
+        indices = _parse_samples(samples, ds.sizes[SAMPLE])
         window = surrogate.window
         missing = [f for f in solver.fields if f not in ds.data_vars]
-        if missing or schema.TIME not in ds.dims:
+        if missing or TIME not in ds.dims:
             raise ValueError(f"{data} does not hold trajectories of {list(solver.fields)}, "
                              f"the fields the solver advances (it has "
                              f"{sorted(ds.data_vars)}): use the data it was trained on")
-        stored = [ds.sizes[d] for d in schema.SPATIAL_DIMS[len(solver.grid)]]
+        stored = [ds.sizes[d] for d in SPATIAL_DIMS[len(solver.grid)]]
         for stepper in (surrogate, *extra):
             if list(stepper.grid) != stored:
                 raise ValueError(f"{stepper.source} was trained on a {list(stepper.grid)} "
                                  f"grid; {data} is stored on {stored}")
-        if ds.sizes[schema.TIME] < window:
-            raise ValueError(f"{data} has {ds.sizes[schema.TIME]} frames; the surrogate needs "
+        if ds.sizes[TIME] < window:
+            raise ValueError(f"{data} has {ds.sizes[TIME]} frames; the surrogate needs "
                              f"{window} to start")
         frame_bytes = 8 * len(indices) * len(solver.fields) * math.prod(surrogate.grid)
         needed = steps * frame_bytes * (2 + len(plans))
@@ -123,9 +124,9 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
             raise ValueError(f"--steps {steps} keeps about {gib(needed)} of frames, more than "
                              f"the limit of {gib(memory_limit())}: roll out fewer steps or "
                              "samples, or raise SSMPDE_MAX_MEMORY")
-        sub = ds.isel({schema.SAMPLE: indices}).load()
+        sub = ds.isel({SAMPLE: indices}).load()
         history = np.stack([sub[f].values[:, :window] for f in solver.fields], axis=2)
-        time = float(sub[schema.TIME].values[window - 1])
+        time = float(sub[TIME].values[window - 1])
         parameters = Conditions.from_dataset(sub, validate=False)
     # The fine solver as a user runs it (one continuous integration) is the reference; the
     # "solver" schedule restarts it from the stored grid every step, as hybrids do.
@@ -158,14 +159,14 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     if out is not None:
         ds = to_dataset(runs[main], solver=solver, surrogate=surrogate, schedule=main,
                         samples=indices)
-        with schema.output_lock(out):
-            schema.save(ds, out, overwrite=overwrite)
+        with output_lock(out):
+            save(ds, out, overwrite=overwrite)
     if plot is not None:
         from ssmpde.plotting import plot_hybrid
 
         specs = solver.variables()
         coords = {dim: solver.coordinates()[dim].values
-                  for dim in schema.SPATIAL_DIMS[len(surrogate.grid)]}
+                  for dim in SPATIAL_DIMS[len(surrogate.grid)]}
         plot_hybrid(plot, reference=reference, hybrid=runs[main].frames,
                     surrogate=runs["surrogate"].frames, times=runs[main].times,
                     errors={k: v.errors for k, v in runs.items()}, schedule=main,

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from ssmpde import data as schema
 from ssmpde.core import autoregressive
+from ssmpde.data import ROLE, SAMPLE, TIME, roles_of
 
 __all__ = ["Conditions", "advance", "check_history", "rollout", "stepper_inputs"]
 
@@ -60,20 +60,20 @@ class Conditions:
             has just opened with validation: then only the presence of the roles is checked.
         """
         if validate:
-            roles = schema.roles_of(ds)
+            roles = roles_of(ds)
         else:
-            roles = {name: var.attrs.get(schema.ROLE) for name, var in ds.data_vars.items()}
+            roles = {name: var.attrs.get(ROLE) for name, var in ds.data_vars.items()}
             if None in roles.values():
-                schema.roles_of(ds)  # raises, naming the variables without a role
+                roles_of(ds)  # raises, naming the variables without a role
         static, series = {}, {}
         for name, role in roles.items():
             if role in ("parameter", "forcing"):
-                target = series if schema.TIME in ds[name].dims else static
-                target[name] = np.asarray(ds[name].transpose(schema.SAMPLE, ...).values)
-            elif role == "state" and schema.TIME in ds[name].dims:
+                target = series if TIME in ds[name].dims else static
+                target[name] = np.asarray(ds[name].transpose(SAMPLE, ...).values)
+            elif role == "state" and TIME in ds[name].dims:
                 static[f"{name}@0"] = np.asarray(
-                    ds[name].isel({schema.TIME: 0}).transpose(schema.SAMPLE, ...).values)
-        times = ds[schema.TIME].values if series else None
+                    ds[name].isel({TIME: 0}).transpose(SAMPLE, ...).values)
+        times = ds[TIME].values if series else None
         return cls(static, series, times)
 
     def at(self, time: float) -> dict[str, np.ndarray]:

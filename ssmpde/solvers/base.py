@@ -19,8 +19,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import xarray as xr
 
-from .. import data
 from ..core import Registry, unknown_name
+from ..data import (ENCODED_BY, ROLE, ROLES, SAMPLE, SPATIAL_DIMS, TIME, build_dataset,
+                    grid_coordinates, sample_coordinate, time_coordinate)
 
 __all__ = [
     "BUILTIN_SOLVERS",
@@ -162,13 +163,13 @@ class VariableSpec:
     encoded_by: str | None = None
 
     def __post_init__(self) -> None:
-        if self.role not in data.ROLES:
-            raise ValueError(f"unknown role {self.role!r}; choose one of {data.ROLES}")
+        if self.role not in ROLES:
+            raise ValueError(f"unknown role {self.role!r}; choose one of {ROLES}")
 
     def attrs(self) -> dict[str, str]:
-        attrs = {"long_name": self.long_name, "units": self.units, data.ROLE: self.role}
+        attrs = {"long_name": self.long_name, "units": self.units, ROLE: self.role}
         if self.encoded_by is not None:
-            attrs[data.ENCODED_BY] = self.encoded_by
+            attrs[ENCODED_BY] = self.encoded_by
         return attrs
 
 
@@ -420,16 +421,16 @@ class Solver(abc.ABC):
                    config: Mapping[str, Any], history: str | None = None) -> xr.Dataset:
         """Wrap :meth:`solve_batch` outputs as a schema-valid dataset (see :mod:`ssmpde.data`)."""
         coords = dict(self.coordinates())
-        coords[data.SAMPLE] = data.sample_coordinate(np.asarray(indices, dtype=np.int64))
+        coords[SAMPLE] = sample_coordinate(np.asarray(indices, dtype=np.int64))
         data_vars = {}
         for name, spec in self.variables().items():
             values = np.asarray(outputs[name])
-            dims = (data.SAMPLE, *spec.dims)
+            dims = (SAMPLE, *spec.dims)
             if values.ndim != len(dims):
                 raise RuntimeError(f"{self.name}: output {name!r} has shape {values.shape}, "
                                    f"expected dims {dims}")
             data_vars[name] = xr.DataArray(values, dims=dims, attrs=spec.attrs())
-        return data.build_dataset(
+        return build_dataset(
             data_vars, coords=coords, equation=self.name, config=config, title=self.title,
             references=self.references, solver=type(self).__name__, history=history)
 
@@ -771,14 +772,14 @@ class TimeDependentSolver(Solver):
         return out
 
     def variables(self) -> dict[str, VariableSpec]:
-        space = data.SPATIAL_DIMS[len(self.grid)]
-        out = {name: VariableSpec((data.TIME, *space), *self.field_units[name], role="state")
+        space = SPATIAL_DIMS[len(self.grid)]
+        out = {name: VariableSpec((TIME, *space), *self.field_units[name], role="state")
                for name in self.fields}
         out.update(self.extra_variables())
         return out
 
     def coordinates(self) -> dict[str, xr.DataArray]:
-        coords = data.grid_coordinates(self.grid, length=self.domain_length,
-                                       endpoint=self.endpoint)
-        coords[data.TIME] = data.time_coordinate(np.arange(self.num_records + 1) * self.dt)
+        coords = grid_coordinates(self.grid, length=self.domain_length,
+                                  endpoint=self.endpoint)
+        coords[TIME] = time_coordinate(np.arange(self.num_records + 1) * self.dt)
         return coords

@@ -21,7 +21,7 @@ import scipy.sparse as sparse
 import scipy.sparse.linalg as sparse_linalg
 import xarray as xr
 
-from .. import data
+from ..data import X, Y, grid_coordinates
 from .base import Solver, VariableSpec, register_solver
 from .random_fields import NeumannGRF, sample_rng
 from .spectral import default_threads
@@ -569,7 +569,7 @@ class Darcy(Solver):
         return {"a": a[:, ::r, ::r], "u": u[:, ::r, ::r]}
 
     def variables(self) -> dict[str, VariableSpec]:
-        space = (data.Y, data.X)
+        space = (Y, X)
         # The coefficient is a known grid field (the operator's input); u is the solution.
         return {"a": VariableSpec(space, "diffusion coefficient", "1", role="forcing"),
                 "u": VariableSpec(space, "solution (pressure)", "1", role="state")}
@@ -577,17 +577,17 @@ class Darcy(Solver):
     def coordinates(self) -> dict[str, xr.DataArray]:
         cfg = self.config
         if cfg.grid == "nodes":
-            return data.grid_coordinates(cfg.resolution, ndim=2, endpoint=True)
+            return grid_coordinates(cfg.resolution, ndim=2, endpoint=True)
         values = self.points()[::cfg.stride]
         return {dim: xr.DataArray(values, dims=(dim,), name=dim, attrs={
             "units": "1", "axis": dim.upper(),
             "long_name": f"{dim} coordinate (cell centres (i + 1/2)/{cfg.simulation_resolution}"
-                         f", every {cfg.stride})"}) for dim in (data.Y, data.X)}
+                         f", every {cfg.stride})"}) for dim in (Y, X)}
 
     # -- memory estimate ---------------------------------------------------------------------
     def stored_bytes_per_sample(self) -> int:
         r = self.config.resolution
-        return self._stored_bytes({data.Y: r, data.X: r})
+        return self._stored_bytes({Y: r, X: r})
 
     def bytes_per_sample(self) -> int:
         """Stored output plus the solve of one sample on the K x K grid: the coefficient, its

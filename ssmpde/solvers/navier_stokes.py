@@ -18,7 +18,7 @@ import numba
 import numpy as np
 import xarray as xr
 
-from .. import data
+from ..data import TIME, X, Y
 from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, check_ranged,
                    check_strided_grid, positive_finite, register_solver, whole_multiple)
 from .random_fields import PeriodicGRF, sample_rng
@@ -718,11 +718,11 @@ class NavierStokes2D(TimeDependentSolver):
 
     def extra_variables(self) -> dict[str, VariableSpec]:
         cfg = self.config
-        space = (data.Y, data.X)
+        space = (Y, X)
         out = {
             "viscosity": VariableSpec((), "kinematic viscosity", "1", role="parameter"),
             "forcing": VariableSpec(
-                ((data.TIME,) if cfg.forcing == "torus-vis-force" else ()) + space,
+                ((TIME,) if cfg.forcing == "torus-vis-force" else ()) + space,
                 "vorticity forcing", "1", role="forcing"),
         }
         if cfg.forcing.startswith("torus"):
@@ -735,7 +735,7 @@ class NavierStokes2D(TimeDependentSolver):
     def stored_bytes_per_sample(self) -> int:
         # The sizes are known without building the coordinates (a long time axis is costly).
         r = self.config.resolution
-        return self._stored_bytes({data.TIME: self.num_records + 1, data.Y: r, data.X: r,
+        return self._stored_bytes({TIME: self.num_records + 1, Y: r, X: r,
                                    "forcing_wavenumber": 2, "forcing_term": 6})
 
     def coordinates(self) -> dict[str, xr.DataArray]:

@@ -31,7 +31,10 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from .. import __version__, data
+from .. import __version__
+from ..data import (SAMPLE, ZARR_SUFFIXES, DatasetFileError, StoreProgress, check_output,
+                    create_store, finish_store, open_dataset, output_lock, remove_stale_temporaries,
+                    store_progress, update_store_progress, write_store_region)
 from ._batches import _batch_dataset, _can_resume, _check_int, _history, _interrupted, _missing
 from .base import Solver, SolverDivergedError
 from .spectral import default_threads
@@ -74,7 +77,7 @@ def _check_cluster(scheduler: Any, workers: Any,
                          "worker` or dask-jobqueue (see docs/scale-out.md)")
     if scheduler == "local" and workers is None:
         workers = default_threads()
-    if out is None or out.suffix not in data.ZARR_SUFFIXES:
+    if out is None or out.suffix not in ZARR_SUFFIXES:
         where = "no out" if out is None else f"out={str(out)!r}"
         raise ValueError(f"a run on a dask cluster writes a zarr store, got {where}: pass "
                          "out='NAME.zarr' (--out NAME.zarr), then `ssmpde convert NAME.zarr "
@@ -93,8 +96,8 @@ def _is_client(value: Any) -> bool:
 def _refuse_store_in_progress(out: Path, overwrite: bool) -> None:
     """The in-process path does not continue a store that a cluster run left unfinished."""
     try:
-        progress = data.store_progress(out)
-    except data.DatasetFileError:
+        progress = store_progress(out)
+    except DatasetFileError:
         progress = None  # an unreadable record: check_output decides like for any store
     if progress is not None and not overwrite:
         raise FileExistsError(
@@ -130,13 +133,13 @@ def _layout(solver: Solver, num_samples: int, run_config: dict[str, Any],
         name: xr.DataArray(dask.array.empty((num_samples, *var.shape[1:]), dtype=var.dtype,
                                             chunks=-1), dims=var.dims, attrs=var.attrs)
         for name, var in zero.data_vars.items()}
-    sample = xr.Variable((data.SAMPLE,), dask.array.arange(num_samples, dtype=np.int64,
-                                                           chunks=2 ** 20),
-                         attrs=zero[data.SAMPLE].attrs)
+    sample = xr.Variable((SAMPLE,), dask.array.arange(num_samples, dtype=np.int64,
+                                                      chunks=2 ** 20),
+                         attrs=zero[SAMPLE].attrs)
     coordinates = {name: coord.variable for name, coord in zero.coords.items()
-                   if name != data.SAMPLE}
+                   if name != SAMPLE}
     indexed = xr.Coordinates(coordinates)
-    everything = xr.Coordinates({**indexed.variables, data.SAMPLE: sample},
+    everything = xr.Coordinates({**indexed.variables, SAMPLE: sample},
                                 indexes=dict(indexed.xindexes))
     return xr.Dataset(data_vars, coords=everything, attrs=zero.attrs)
 
@@ -237,14 +240,14 @@ def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: di
         return _Failed(_error_kind(error), f"{type(error).__name__}: {error}",
                        traceback.format_exc())
     try:
-        data.write_store_region(ds, store, run_id=run_id)
-    except data.DatasetFileError as error:
+        write_store_region(ds, store, run_id=run_id)
+    except DatasetFileError as error:
         return _Failed(ValueError, str(error), traceback.format_exc())
     return stop - start
 
 
 def _failure(error: BaseException | _Failed, start: int, stop: int, out: Path,
-             progress: data.StoreProgress) -> Exception:
+             progress: StoreProgress) -> Exception:
     """The driver's error for a failed batch: the failing samples named, and how to resume."""
     if isinstance(error, _Failed):
         kind, text, worker_traceback = error.kind, error.message, error.traceback
@@ -276,11 +279,11 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
                          progress: bool, scheduler: str | Client, workers: int | None,
                          retries: int) -> xr.Dataset:
     """:func:`generate` on a dask cluster (see its Notes)."""
-    with data.output_lock(out):
-        data.remove_stale_temporaries(out)
+    with output_lock(out):
+        remove_stale_temporaries(out)
         try:
-            record = data.store_progress(out)
-        except data.DatasetFileError:
+            record = store_progress(out)
+        except DatasetFileError:
             if not overwrite:
                 raise
             record = None  # an unreadable record: overwrite starts afresh
@@ -288,27 +291,27 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
                                                   overwrite=overwrite):
             record = None  # another config, discarded by overwrite
         if record is None:
-            data.check_output(out, overwrite=overwrite)
+            check_output(out, overwrite=overwrite)
         with dask_cluster(scheduler, workers) as (client, threads):
             _announce(client, progress)
             if record is None:
-                record = data.StoreProgress(
+                record = StoreProgress(
                     config=run_config, history=_history(solver.name), run_id=uuid.uuid4().hex,
                     num_samples=num_samples, batch_size=batch_size)
-                data.create_store(_layout(solver, num_samples, run_config, record.history),
-                                  out, record)
+                create_store(_layout(solver, num_samples, run_config, record.history),
+                             out, record)
             elif record.batch_size != batch_size:
                 record = dataclasses.replace(record, batch_size=batch_size)
-                data.update_store_progress(out, record)
+                update_store_progress(out, record)
             _run_on_cluster(client, solver, seed, run_config, out, record, threads=threads,
                             retries=retries, progress=progress)
-        data.finish_store(out)
-    return data.open_dataset(out)
+        finish_store(out)
+    return open_dataset(out)
 
 
 def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[str, Any],
-                    out: Path, record: data.StoreProgress, *, threads: int, retries: int,
-                    progress: bool) -> data.StoreProgress:
+                    out: Path, record: StoreProgress, *, threads: int, retries: int,
+                    progress: bool) -> StoreProgress:
     """Submit the batches missing from ``record`` and record each one as it completes.
 
     A window of batches (twice the cluster's threads, at least 4) is in flight at a time, so
@@ -355,7 +358,7 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
                 raise _failure(result, start, stop, out, record)
             # Recorded only now that the task has returned: its region is fully written.
             record = record.with_complete(start, stop)
-            data.update_store_progress(out, record)
+            update_store_progress(out, record)
             bar.update(1)
             submit()
     except KeyboardInterrupt:

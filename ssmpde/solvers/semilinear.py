@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import data
+from ..data import TIME, X
 from .base import TimeDependentSolver, VariableSpec, positive_finite, whole_multiple
 from .random_fields import sample_rng
 from .spectral import (ETDRK4, QuadraticFlux1D, dealias_mask, derivative_wavenumbers,
@@ -255,5 +255,5 @@ class SemilinearSolver1D(TimeDependentSolver):
                 for name in self.parameter_names}
 
     def stored_bytes_per_sample(self) -> int:
-        return self._stored_bytes({data.TIME: self.num_records + 1,
-                                   data.X: self.config.resolution})
+        return self._stored_bytes({TIME: self.num_records + 1,
+                                   X: self.config.resolution})

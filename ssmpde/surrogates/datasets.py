@@ -29,13 +29,12 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ssmpde import data as schema
 from ssmpde.core import relative_l2
+from ssmpde.data import ENCODED_BY, SAMPLE, TIME, X, Y, config_of, open_dataset, roles_of
 
 __all__ = ["Normalizer", "Task", "TaskDataset", "fit_normalizers", "infer_task",
            "relative_l2", "split_samples"]
 
-SAMPLE, TIME = schema.SAMPLE, schema.TIME
 LAYOUTS = ("channels", "history")
 
 
@@ -123,7 +122,7 @@ def parse_selector(selector: str) -> tuple[str, int | None]:
 
 
 def _spatial_dims(var: xr.DataArray) -> tuple[str, ...]:
-    return tuple(d for d in var.dims if d in (schema.Y, schema.X))
+    return tuple(d for d in var.dims if d in (Y, X))
 
 
 def _grid_of(ds: xr.Dataset, name: str) -> tuple[int, ...]:
@@ -162,11 +161,11 @@ def _conditioning(ds: xr.Dataset, roles: dict[str, str], states) -> tuple[tuple,
         elif role == "parameter":
             if var.dims == (SAMPLE,):
                 chosen.append(name)
-            elif var.attrs.get(schema.ENCODED_BY) not in roles:
+            elif var.attrs.get(ENCODED_BY) not in roles:
                 skipped.append(name)
     if skipped:
         warnings.warn(f"parameters {skipped} are not scalars and declare no grid encoding "
-                      f"({schema.ENCODED_BY!r} attribute): the model does not see them",
+                      f"({ENCODED_BY!r} attribute): the model does not see them",
                       stacklevel=3)
     for name in chosen:
         if _spatial_dims(ds[name]) and _grid_of(ds, name) != _grid_of(ds, states[0]):
@@ -181,7 +180,7 @@ def _declared_roles(ds: xr.Dataset) -> dict[str, str]:
     from ssmpde.solvers import get_solver
 
     try:
-        config = schema.config_of(ds)
+        config = config_of(ds)
         solver = get_solver(ds.attrs["ssmpde_equation"], **config.get("solver", {}))
     except (KeyError, TypeError, ValueError):
         return {}
@@ -206,7 +205,7 @@ def infer_task(ds: xr.Dataset, *, window: int = 1, horizon: int = 1,
         time-dependent states become conditioning through their first frame (``tracer@0``:
         Euler surrogates that predict ρ, u, v, p and see where the tracer started).
     """
-    roles = schema.roles_of(ds)
+    roles = roles_of(ds)
     states = [v for v, r in roles.items() if r == "state"]
     evolving = [v for v in states if TIME in ds[v].dims]
     if outputs is None and evolving:
@@ -288,7 +287,7 @@ class TaskDataset(torch.utils.data.Dataset):
         self.samples = np.asarray(samples, dtype=np.int64)
         self._ds: xr.Dataset | None = None
         if task.kind == "rollout":
-            with schema.open_dataset(self.path) as ds:
+            with open_dataset(self.path) as ds:
                 frames = ds.sizes[TIME]
             self.starts = frames - task.window - task.horizon + 1
         else:
@@ -296,7 +295,7 @@ class TaskDataset(torch.utils.data.Dataset):
 
     def _dataset(self) -> xr.Dataset:
         if self._ds is None:  # opened per process (DataLoader workers each open their own)
-            self._ds = schema.open_dataset(self.path)
+            self._ds = open_dataset(self.path)
         return self._ds
 
     def __len__(self) -> int:

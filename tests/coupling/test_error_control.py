@@ -291,8 +291,8 @@ def test_against_coarse_names_the_best_or_the_coarse_row_that_wins():
 def test_error_controlled_and_parareal_rollouts_export_their_accounting(ks, tmp_path):
     import json
 
-    from ssmpde import data as schema
     from ssmpde.coupling import to_dataset
+    from ssmpde.data import open_dataset, save
 
     solver, history = ks
     for schedule, key in (("adaptive:3e-3:coarse", "error_estimates"),
@@ -300,8 +300,8 @@ def test_error_controlled_and_parareal_rollouts_export_their_accounting(ks, tmp_
         result = hybrid_rollout(solver, Perturbed(solver, [1e-4, 3e-2]), history, 4,
                                 schedule)
         ds = to_dataset(result, solver=solver, schedule=schedule)
-        schema.save(ds, tmp_path / "r.nc", overwrite=True)
-        with schema.open_dataset(tmp_path / "r.nc") as back:
+        save(ds, tmp_path / "r.nc", overwrite=True)
+        with open_dataset(tmp_path / "r.nc") as back:
             config = json.loads(back.attrs["ssmpde_config"])
             assert key in config and config["wall_seconds"] > 0
             if key == "parareal":

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from ssmpde import data as schema
 from ssmpde.coupling import (Checks, Conditions, SurrogateStepper, hybrid_rollout,
                              parse_schedule, rollout)
 from ssmpde.coupling.hybrid import Parareal, schedule_text
+from ssmpde.data import SchemaError, config_of, open_dataset, roles_of, save
 from ssmpde.solvers import generate, get_solver
 from ssmpde.surrogates.datasets import Normalizer, Task
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
@@ -33,7 +33,7 @@ def ns_run(tmp_path_factory):
 
 
 def initial_history(data, window):
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         frames = ds.vorticity.values[:, :window, None]
         viscosity = ds.viscosity.values
         forcing = ds.forcing.values
@@ -234,11 +234,11 @@ def test_export_validates_and_round_trips_through_netcdf(ns_run, tmp_path):
     assert ds.vorticity.dims == ("sample", "time", "y", "x")
     np.testing.assert_allclose(ds.time.values, [0.2, 0.3, 0.4, 0.5])
     path = tmp_path / "rollout.nc"
-    schema.save(ds, path)
-    with schema.open_dataset(path) as back:
+    save(ds, path)
+    with open_dataset(path) as back:
         np.testing.assert_array_equal(back.vorticity.values, result.frames[:, :, 0])
         np.testing.assert_array_equal(back.rel_l2_error.values, result.errors)
-        config = schema.config_of(back)
+        config = config_of(back)
         assert config["schedule"] == "surrogate:1,solver:1"
         assert config["checkpoint"] == str(run.resolve())
         assert config["steps"] == {"solver": 2, "surrogate": 2, "fallback": 0}
@@ -262,7 +262,7 @@ def test_rollout_command_writes_the_rollout_and_the_figure(ns_run, tmp_path, cap
     assert "| parareal:2:1 | parareal |" in text and "1 iterations, 4 fine steps" in text
     assert "| coarse 1x2 (grid 16x16, dt 0.02) | coarse |" in text
     assert pareto.stat().st_size > 10_000
-    with schema.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert ds.vorticity.shape == (2, 4, 16, 16)
         assert list(ds.source.values) == [1, 1, 0, 1]
     assert plot.stat().st_size > 10_000
@@ -345,7 +345,7 @@ def test_conditions_of_a_dataset_already_validated(ns_run):
     """``validate=False`` (for a dataset just opened with validation) gives the same inputs,
     and still names a variable without a role."""
     data, _ = ns_run
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         ds = ds.load()
     checked, trusted = Conditions.from_dataset(ds), Conditions.from_dataset(ds, validate=False)
     assert sorted(checked.static) == sorted(trusted.static) == [
@@ -353,7 +353,7 @@ def test_conditions_of_a_dataset_already_validated(ns_run):
     for name, value in checked.static.items():
         np.testing.assert_array_equal(trusted.static[name], value)
     del ds["viscosity"].attrs["role"]
-    with pytest.raises(schema.SchemaError, match="'viscosity' has no 'role'"):
+    with pytest.raises(SchemaError, match="'viscosity' has no 'role'"):
         Conditions.from_dataset(ds, validate=False)
 
 
@@ -363,6 +363,7 @@ def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
     without the generator config (the solver's config then comes from the open file)."""
     import json
     import shutil
+    import sys
 
     from ssmpde.coupling import hybrid, run
 
@@ -373,22 +374,30 @@ def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
     del record["dataset"]["generator_config"]
     (bare / "config.json").write_text(json.dumps(record))
     calls = {"open": [], "roles": 0, "parse": []}
-    open_dataset, roles_of, parse = schema.open_dataset, schema.roles_of, hybrid.parse_schedule
+    original_open, original_roles, parse = open_dataset, roles_of, hybrid.parse_schedule
 
     def counted_open(path, **options):
         calls["open"].append(Path(path).resolve())
-        return open_dataset(path, **options)
+        return original_open(path, **options)
 
     def counted_roles(ds):
         calls["roles"] += 1
-        return roles_of(ds)
+        return original_roles(ds)
 
     def counted_parse(text):
         calls["parse"].append(text)
         return parse(text)
 
-    monkeypatch.setattr(schema, "open_dataset", counted_open)
-    monkeypatch.setattr(schema, "roles_of", counted_roles)
+    # Every module outside the data package that imported the two names holds its own
+    # reference: count the calls from all of them (the package's own calls stay uncounted).
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "")
+        if name == "ssmpde.data" or (name.startswith("ssmpde.")
+                                     and not name.startswith("ssmpde.data.")):
+            for attribute, original, counted in (("open_dataset", original_open, counted_open),
+                                                 ("roles_of", original_roles, counted_roles)):
+                if getattr(module, attribute, None) is original:
+                    monkeypatch.setattr(module, attribute, counted)
     monkeypatch.setattr(run, "parse_schedule", counted_parse)
     monkeypatch.setattr(hybrid, "parse_schedule", counted_parse)
     rows = run.run_rollout(bare, steps=1, schedules=["surrogate:1,solver:1", "solver"],

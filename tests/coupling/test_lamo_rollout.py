@@ -4,8 +4,8 @@ time-stepper: ``ssmpde rollout`` runs every schedule with it."""
 import numpy as np
 import pytest
 
-from ssmpde import data as schema
 from ssmpde.cli import main
+from ssmpde.data import open_dataset
 from ssmpde.solvers import generate
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
 
@@ -43,6 +43,6 @@ def test_lamo_checkpoint_runs_every_rollout_schedule(ns_lamo_run, tmp_path, caps
     printed = capsys.readouterr().out
     for schedule in schedules:
         assert f"| {schedule} |" in printed
-    with schema.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert np.isfinite(ds["vorticity"].values).all() and ds.sizes["time"] == 4
     assert plot.stat().st_size > 0

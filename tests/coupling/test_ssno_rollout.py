@@ -5,9 +5,9 @@ the solver exactly."""
 import numpy as np
 import pytest
 
-from ssmpde import data as schema
 from ssmpde.cli import main
 from ssmpde.coupling import SurrogateStepper, hybrid_rollout
+from ssmpde.data import open_dataset
 from ssmpde.solvers import generate, get_solver
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
 
@@ -50,7 +50,7 @@ def test_rollout_cli_runs_every_schedule(ks_ssno_run, tmp_path, capsys):
     printed = capsys.readouterr().out
     for schedule in schedules:
         assert schedule in printed
-    with schema.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert np.isfinite(ds["u"].values).all()
     assert plot.stat().st_size > 0
 
@@ -59,7 +59,7 @@ def test_solver_only_schedule_reproduces_the_solver(ks_ssno_run):
     data, run = ks_ssno_run
     solver = get_solver("kuramoto-sivashinsky", **SOLVER)
     surrogate = SurrogateStepper.from_checkpoint(run)
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         history = ds["u"].values[:, :WINDOW, None]
     start = WINDOW - 1
     result = hybrid_rollout(solver, surrogate, history, 4, schedule="solver",

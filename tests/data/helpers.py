@@ -7,8 +7,8 @@ import pathlib
 import numpy as np
 import xarray as xr
 
-from ssmpde import data
-from ssmpde.data import SAMPLE, TIME
+from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, build_dataset, grid_coordinates,
+                         sample_coordinate, time_coordinate)
 
 FORMATS = ("nc", "zarr")
 
@@ -17,7 +17,7 @@ def make_dataset(*, nsample=2, ntime=3, resolution=4, ndim=2, dtype=np.float64, 
                  seed=0):
     """A small valid dataset: a field, a per-sample parameter, and a forcing with an extra dim."""
     rng = np.random.default_rng(seed)
-    spatial = data.SPATIAL_DIMS[ndim]
+    spatial = SPATIAL_DIMS[ndim]
     shape = (nsample, ntime) + (resolution,) * ndim
     field = xr.DataArray(rng.standard_normal(shape).astype(dtype), dims=(SAMPLE, TIME, *spatial),
                          attrs={"long_name": "vorticity", "units": "s-1"})
@@ -27,11 +27,11 @@ def make_dataset(*, nsample=2, ntime=3, resolution=4, ndim=2, dtype=np.float64, 
                            attrs={"long_name": "forcing amplitudes", "units": "s-2"})
     if config is None:
         config = {"seed": seed, "resolution": resolution, "solver": {"dt": 1e-3, "order": 4}}
-    return data.build_dataset(
+    return build_dataset(
         {"vorticity": field, "viscosity": viscosity, "forcing": forcing},
-        coords={SAMPLE: data.sample_coordinate(nsample),
-                TIME: data.time_coordinate(np.arange(ntime) * 0.5, units="s"),
-                **data.grid_coordinates(resolution, ndim=ndim)},
+        coords={SAMPLE: sample_coordinate(nsample),
+                TIME: time_coordinate(np.arange(ntime) * 0.5, units="s"),
+                **grid_coordinates(resolution, ndim=ndim)},
         equation="navier_stokes", config=config, title="test dataset", references="none",
         solver="pseudospectral")
 

@@ -16,15 +16,23 @@ import zarr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssmpde import data
 from ssmpde.data import (
     REQUIRED_GLOBAL_ATTRS,
     SAMPLE,
+    SPATIAL_DIMS,
     TIME,
     X,
     Y,
     DatasetFileError,
     SchemaError,
+    build_dataset,
+    describe,
+    grid_coordinates,
+    load_dataset,
+    open_dataset,
+    sample_coordinate,
+    save,
+    time_coordinate,
 )
 
 from .helpers import FORMATS, assert_same_dtypes, listing, make_dataset, snapshot
@@ -56,7 +64,7 @@ def datasets(draw):
     sizes = {SAMPLE: nsample, TIME: ntime, X: draw(st.integers(1, 6))}
     if ndim == 2:
         sizes[Y] = draw(st.integers(1, 6))
-    spatial = data.SPATIAL_DIMS[ndim]
+    spatial = SPATIAL_DIMS[ndim]
     field_dims = (SAMPLE, TIME, *spatial)
     field_dtype, param_dtype = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))
     field = draw(hnp.arrays(field_dtype, tuple(sizes[d] for d in field_dims),
@@ -67,11 +75,11 @@ def datasets(draw):
                    "scale": draw(st.floats(allow_nan=False, allow_infinity=False)),
                    "valid_range": draw(st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=3))}
     time_dtype = draw(st.sampled_from((np.int64, np.float64)))
-    coords = {SAMPLE: data.sample_coordinate(nsample),
-              TIME: data.time_coordinate(np.arange(ntime, dtype=time_dtype) * 2,
-                                         units=draw(st.sampled_from(TIME_UNITS))),
-              **{dim: data.grid_coordinates(sizes[dim], ndim=ndim)[dim] for dim in spatial}}
-    ds = data.build_dataset(
+    coords = {SAMPLE: sample_coordinate(nsample),
+              TIME: time_coordinate(np.arange(ntime, dtype=time_dtype) * 2,
+                                    units=draw(st.sampled_from(TIME_UNITS))),
+              **{dim: grid_coordinates(sizes[dim], ndim=ndim)[dim] for dim in spatial}}
+    ds = build_dataset(
         {"u": xr.DataArray(field, dims=field_dims, attrs=field_attrs),
          "k": xr.DataArray(param, dims=(SAMPLE,), attrs={"long_name": "parameter",
                                                         "units": "1", "count": 3})},
@@ -88,14 +96,14 @@ def datasets(draw):
 def test_save_open_round_trip_is_exact(suffix, ds):
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / f"data.{suffix}"
-        assert data.save(ds, path) == path
+        assert save(ds, path) == path
         assert not [name for name in listing(tmp) if ".tmp-" in name]
-        loaded = data.load_dataset(path)
+        loaded = load_dataset(path)
         xr.testing.assert_identical(loaded, ds)
         assert_same_dtypes(loaded, ds)
         assert loaded[TIME].attrs["units"] == ds[TIME].attrs["units"]
         assert loaded.ssmpde.config == ds.ssmpde.config
-        with data.open_dataset(path) as lazy:
+        with open_dataset(path) as lazy:
             xr.testing.assert_identical(lazy.load(), ds)
             assert_same_dtypes(lazy, ds)
 
@@ -104,7 +112,7 @@ def test_save_open_round_trip_is_exact(suffix, ds):
 def test_non_finite_values_round_trip(suffix, tmp_path):
     ds = make_dataset(dtype=np.float32)
     ds["vorticity"][0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
-    loaded = data.load_dataset(data.save(ds, tmp_path / f"d.{suffix}"))
+    loaded = load_dataset(save(ds, tmp_path / f"d.{suffix}"))
     xr.testing.assert_identical(loaded, ds)
     assert loaded["vorticity"].dtype == np.float32
     assert np.isnan(loaded["vorticity"].values).sum() == 1
@@ -112,7 +120,7 @@ def test_non_finite_values_round_trip(suffix, tmp_path):
 
 def test_netcdf_is_compressed_one_sample_per_chunk(tmp_path):
     ds = make_dataset(nsample=3, ntime=2, resolution=8)
-    path = data.save(ds, tmp_path / "d.nc")
+    path = save(ds, tmp_path / "d.nc")
     with netCDF4.Dataset(path) as nc:
         assert nc.data_model == "NETCDF4"
         for name in ds.data_vars:
@@ -125,20 +133,20 @@ def test_netcdf_is_compressed_one_sample_per_chunk(tmp_path):
 
 def test_zarr_is_chunked_one_sample_per_chunk_with_consolidated_metadata(tmp_path):
     ds = make_dataset(nsample=3, ntime=2, resolution=8).chunk({SAMPLE: 2, X: 3})
-    path = data.save(ds, tmp_path / "d.zarr")
+    path = save(ds, tmp_path / "d.zarr")
     assert (path / ".zmetadata").is_file()
     group = zarr.open_group(path, mode="r")
     for name in ("vorticity", "viscosity", "forcing"):
         assert group[name].chunks == (1, *ds[name].shape[1:]), name
-    xr.testing.assert_identical(data.load_dataset(path), ds.compute())
+    xr.testing.assert_identical(load_dataset(path), ds.compute())
 
 
 def test_resave_of_opened_dataset(tmp_path):
     ds = make_dataset()
-    first = data.save(ds, tmp_path / "a.nc")
-    with data.open_dataset(first) as opened:
+    first = save(ds, tmp_path / "a.nc")
+    with open_dataset(first) as opened:
         second = opened.ssmpde.save(tmp_path / "b.zarr")
-    with data.open_dataset(second, chunks={}) as reopened:
+    with open_dataset(second, chunks={}) as reopened:
         assert reopened["vorticity"].chunks is not None
         xr.testing.assert_identical(reopened.compute(), ds)
 
@@ -149,7 +157,7 @@ def test_resave_of_opened_dataset(tmp_path):
 
 def test_save_rejects_unknown_suffix(tmp_path):
     with pytest.raises(ValueError) as info:
-        data.save(make_dataset(), tmp_path / "d.h5")
+        save(make_dataset(), tmp_path / "d.h5")
     for word in (".zarr", ".nc", ".nc4", ".netcdf", "'.h5'"):
         assert word in str(info.value)
     assert listing(tmp_path) == []
@@ -158,32 +166,32 @@ def test_save_rejects_unknown_suffix(tmp_path):
 def test_save_requires_existing_directory(tmp_path):
     missing = tmp_path / "no" / "such"
     with pytest.raises(FileNotFoundError) as info:
-        data.save(make_dataset(), missing / "d.nc")
+        save(make_dataset(), missing / "d.nc")
     assert str(missing) in str(info.value) and "mkdir -p" in str(info.value)
 
 
 @pytest.mark.parametrize("suffix", FORMATS)
 def test_save_refuses_existing_target(suffix, tmp_path):
-    path = data.save(make_dataset(seed=1), tmp_path / f"d.{suffix}")
+    path = save(make_dataset(seed=1), tmp_path / f"d.{suffix}")
     before = snapshot(path)
     with pytest.raises(FileExistsError, match="overwrite=True"):
-        data.save(make_dataset(seed=2), path)
+        save(make_dataset(seed=2), path)
     assert snapshot(path) == before
 
 
 @pytest.mark.parametrize("suffix", FORMATS)
 def test_save_overwrite_replaces_target(suffix, tmp_path):
-    path = data.save(make_dataset(seed=1), tmp_path / f"d.{suffix}")
+    path = save(make_dataset(seed=1), tmp_path / f"d.{suffix}")
     new = make_dataset(seed=2)
-    data.save(new, path, overwrite=True)
-    xr.testing.assert_identical(data.load_dataset(path), new)
+    save(new, path, overwrite=True)
+    xr.testing.assert_identical(load_dataset(path), new)
     assert listing(tmp_path) == [path.name]
 
 
 def test_save_overwrite_replaces_file_by_zarr_store(tmp_path):
     path = tmp_path / "d.zarr"
     path.write_text("not a store")
-    data.save(make_dataset(), path, overwrite=True)
+    save(make_dataset(), path, overwrite=True)
     assert path.is_dir() and listing(tmp_path) == ["d.zarr"]
 
 
@@ -203,7 +211,7 @@ def test_save_rejects_attributes_netcdf_cannot_store(value, error, words, where,
     ds = make_dataset()
     (ds.attrs if where == "global" else ds["vorticity"].attrs)["bad_attr"] = value
     with pytest.raises(error) as info:
-        data.save(ds, tmp_path / f"d.{suffix}", validate=False)
+        save(ds, tmp_path / f"d.{suffix}", validate=False)
     message = str(info.value)
     assert "'bad_attr'" in message and "JSON-encode" in message and words in message
     if where == "variable":
@@ -215,11 +223,11 @@ def test_save_validates_unless_told_not_to(tmp_path):
     ds = make_dataset()
     del ds["vorticity"].attrs["units"]
     with pytest.raises(SchemaError, match="'vorticity' has no 'units'"):
-        data.save(ds, tmp_path / "d.nc")
+        save(ds, tmp_path / "d.nc")
     assert listing(tmp_path) == []
-    data.save(ds, tmp_path / "d.nc", validate=False)
+    save(ds, tmp_path / "d.nc", validate=False)
     with pytest.raises(SchemaError, match=r"dataset '.*d\.nc' does not follow"):
-        data.open_dataset(tmp_path / "d.nc")
+        open_dataset(tmp_path / "d.nc")
 
 
 def _fail_after_writing(monkeypatch, method, exception):
@@ -266,24 +274,24 @@ def test_failed_save_leaves_nothing_behind(suffix, existing, exception, failure,
     path = tmp_path / f"d.{suffix}"
     original = make_dataset(seed=1)
     if existing:
-        data.save(original, path)
+        save(original, path)
         before = snapshot(path)
     calls = failure(monkeypatch, "to_zarr" if suffix == "zarr" else "to_netcdf", exception)
     with pytest.raises(type(exception)):
-        data.save(make_dataset(seed=2), path, overwrite=True)
+        save(make_dataset(seed=2), path, overwrite=True)
     assert len(calls) == 1 and calls[0].parent == tmp_path and ".tmp-" in calls[0].name
     assert not calls[0].exists()
     if existing:
         assert listing(tmp_path) == [path.name]
         assert snapshot(path) == before
         monkeypatch.undo()
-        xr.testing.assert_identical(data.load_dataset(path), original)
+        xr.testing.assert_identical(load_dataset(path), original)
     else:
         assert listing(tmp_path) == []
 
 
 def test_failed_commit_restores_existing_store(monkeypatch, tmp_path):
-    path = data.save(make_dataset(seed=1), tmp_path / "d.zarr")
+    path = save(make_dataset(seed=1), tmp_path / "d.zarr")
     before = snapshot(path)
     real_replace = os.replace
 
@@ -295,7 +303,7 @@ def test_failed_commit_restores_existing_store(monkeypatch, tmp_path):
 
     monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
-        data.save(make_dataset(seed=2), path, overwrite=True)
+        save(make_dataset(seed=2), path, overwrite=True)
     assert listing(tmp_path) == [path.name]
     assert snapshot(path) == before
 
@@ -304,7 +312,7 @@ def test_failed_commit_restores_existing_store(monkeypatch, tmp_path):
 # Reading errors
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("reader", [data.open_dataset, data.load_dataset])
+@pytest.mark.parametrize("reader", [open_dataset, load_dataset])
 def test_open_missing_path(reader, tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         reader(tmp_path / "absent.nc")
@@ -312,7 +320,7 @@ def test_open_missing_path(reader, tmp_path):
 
 
 def _truncated(tmp_path):
-    path = data.save(make_dataset(nsample=3, resolution=16), tmp_path / "t.nc")
+    path = save(make_dataset(nsample=3, resolution=16), tmp_path / "t.nc")
     raw = path.read_bytes()
     path.write_bytes(raw[:len(raw) // 2])
     return path
@@ -331,7 +339,7 @@ def _empty(tmp_path):
 
 
 @pytest.mark.parametrize("make", [_truncated, _text, _empty], ids=["truncated", "text", "empty"])
-@pytest.mark.parametrize("reader", [data.open_dataset, data.load_dataset, data.describe])
+@pytest.mark.parametrize("reader", [open_dataset, load_dataset, describe])
 def test_unreadable_netcdf_raises_dataset_file_error(make, reader, tmp_path):
     path = make(tmp_path)
     with pytest.raises(DatasetFileError) as info:
@@ -347,21 +355,21 @@ def test_directory_that_is_not_a_zarr_store(tmp_path):
     store.mkdir()
     (store / "notes.txt").write_text("hello")
     with pytest.raises(DatasetFileError, match="not a zarr store|without zarr metadata"):
-        data.open_dataset(store)
+        open_dataset(store)
 
 
 def test_corrupt_zarr_metadata_and_chunks(tmp_path):
-    store = data.save(make_dataset(), tmp_path / "d.zarr")
+    store = save(make_dataset(), tmp_path / "d.zarr")
     chunk = next(p for p in (store / "vorticity").iterdir() if not p.name.startswith("."))
     chunk.write_bytes(b"garbage" * 8)
-    with data.open_dataset(store):
+    with open_dataset(store):
         pass
     with pytest.raises(DatasetFileError, match="corrupt") as info:
-        data.load_dataset(store)
+        load_dataset(store)
     assert info.value.__cause__ is not None
     (store / ".zmetadata").write_text("{ not json")
     with pytest.raises(DatasetFileError, match=r"as a zarr store: .*Regenerate"):
-        data.open_dataset(store)
+        open_dataset(store)
 
 
 @pytest.mark.parametrize("suffix", FORMATS)
@@ -372,7 +380,7 @@ def test_foreign_dataset_raises_schema_error(suffix, tmp_path):
         foreign.to_zarr(path, zarr_format=2, consolidated=True)
     else:
         foreign.to_netcdf(path)
-    for reader in (data.open_dataset, data.load_dataset):
+    for reader in (open_dataset, load_dataset):
         with pytest.raises(SchemaError) as info:
             reader(path)
         message = str(info.value)
@@ -380,7 +388,7 @@ def test_foreign_dataset_raises_schema_error(suffix, tmp_path):
         assert "'temperature' has no 'units'" in message
         for key in REQUIRED_GLOBAL_ATTRS:
             assert f"global attribute '{key}' is missing" in message
-    with data.open_dataset(path, validate=False) as opened:
+    with open_dataset(path, validate=False) as opened:
         xr.testing.assert_identical(opened.load(), foreign)
 
 
@@ -389,14 +397,14 @@ def _open_files():
 
 
 def test_load_dataset_closes_the_file(tmp_path):
-    path = data.save(make_dataset(), tmp_path / "d.nc").resolve()
-    opened = data.open_dataset(path)
+    path = save(make_dataset(), tmp_path / "d.nc").resolve()
+    opened = open_dataset(path)
     try:
         assert path in _open_files()
     finally:
         opened.close()
     assert path not in _open_files()
-    loaded = data.load_dataset(path)
+    loaded = load_dataset(path)
     assert path not in _open_files()
     path.unlink()
     assert np.isfinite(loaded["vorticity"].values).all()

@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ssmpde
-from ssmpde import data
-from ssmpde.data import CONVENTIONS, REQUIRED_GLOBAL_ATTRS, SAMPLE, TIME, X, Y, SchemaError
+from ssmpde.data import (CONVENTIONS, REQUIRED_GLOBAL_ATTRS, SAMPLE, TIME, X, Y, SchemaError,
+                         config_of, grid_coordinates, roles_of, sample_coordinate, time_coordinate,
+                         validate)
 
 from .helpers import make_dataset
 
@@ -24,7 +25,7 @@ from .helpers import make_dataset
 # --------------------------------------------------------------------------------------------
 
 def test_periodic_grid_excludes_right_boundary():
-    coords = data.grid_coordinates(8, ndim=2, length=2.0, units="m")
+    coords = grid_coordinates(8, ndim=2, length=2.0, units="m")
     assert list(coords) == [Y, X]
     np.testing.assert_array_equal(coords[X].values, np.arange(8) * 0.25)
     assert coords[X].values[-1] < 2.0
@@ -34,7 +35,7 @@ def test_periodic_grid_excludes_right_boundary():
 
 
 def test_endpoint_grid_includes_both_boundaries():
-    coords = data.grid_coordinates(5, ndim=1, endpoint=True)
+    coords = grid_coordinates(5, ndim=1, endpoint=True)
     assert list(coords) == [X]
     np.testing.assert_array_equal(coords[X].values, np.linspace(0, 1, 5))
     assert coords[X].dtype == np.float64
@@ -50,11 +51,11 @@ def test_endpoint_grid_includes_both_boundaries():
 def test_grid_coordinates_rejects_bad_arguments(kwargs, error):
     resolution = kwargs.pop("resolution")
     with pytest.raises(error):
-        data.grid_coordinates(resolution, **kwargs)
+        grid_coordinates(resolution, **kwargs)
 
 
 def test_time_coordinate_keeps_dtype_and_units():
-    time = data.time_coordinate(np.array([0, 2, 4], dtype=np.int64), units="s")
+    time = time_coordinate(np.array([0, 2, 4], dtype=np.int64), units="s")
     assert time.dtype == np.int64
     assert time.dims == (TIME,)
     assert time.attrs == {"units": "s", "long_name": "time", "axis": "T"}
@@ -69,27 +70,27 @@ def test_time_coordinate_keeps_dtype_and_units():
 ], ids=["repeated", "decreasing", "nan", "2d", "datetime"])
 def test_time_coordinate_rejects_bad_times(times, error):
     with pytest.raises(error):
-        data.time_coordinate(times)
+        time_coordinate(times)
 
 
 def test_sample_coordinate():
-    assert data.sample_coordinate(3).values.tolist() == [0, 1, 2]
-    resumed = data.sample_coordinate(np.arange(10, 13, dtype=np.int32))
+    assert sample_coordinate(3).values.tolist() == [0, 1, 2]
+    resumed = sample_coordinate(np.arange(10, 13, dtype=np.int32))
     assert resumed.dtype == np.int64 and resumed.values.tolist() == [10, 11, 12]
     assert resumed.attrs["units"] == "1" and resumed.attrs["long_name"]
     for bad, error in [([0, 0], ValueError), ([-1], ValueError), ([0.5], TypeError)]:
         with pytest.raises(error):
-            data.sample_coordinate(bad)
+            sample_coordinate(bad)
 
 
 def test_rectangular_and_1d_grids():
-    coords = data.grid_coordinates((2, 4), length=(1.0, 2.0), units="m")
+    coords = grid_coordinates((2, 4), length=(1.0, 2.0), units="m")
     np.testing.assert_array_equal(coords[Y].values, [0.0, 0.5])
     np.testing.assert_array_equal(coords[X].values, [0.0, 0.5, 1.0, 1.5])
-    one = data.grid_coordinates((5,), length=(2.0,), endpoint=True)
+    one = grid_coordinates((5,), length=(2.0,), endpoint=True)
     assert list(one) == [X] and one[X].values[-1] == 2.0
     with pytest.raises(ValueError, match="one value per spatial dimension"):
-        data.grid_coordinates((2, 4), ndim=1)
+        grid_coordinates((2, 4), ndim=1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,9 +111,9 @@ def test_build_dataset_sets_global_attributes():
 def test_build_dataset_converts_numpy_config():
     ds = make_dataset(config={"seed": np.int64(7), "dt": np.float32(0.5), "flag": np.bool_(True),
                               "modes": np.arange(3), "shape": (4, 4)})
-    assert data.config_of(ds) == {"seed": 7, "dt": 0.5, "flag": True, "modes": [0, 1, 2],
+    assert config_of(ds) == {"seed": 7, "dt": 0.5, "flag": True, "modes": [0, 1, 2],
                                   "shape": [4, 4]}
-    assert type(data.config_of(ds)["seed"]) is int
+    assert type(config_of(ds)["seed"]) is int
 
 
 @pytest.mark.parametrize("config, error, words", [
@@ -139,7 +140,7 @@ json_values = st.recursive(
 @given(config=st.dictionaries(st.text(max_size=6), json_values, max_size=5))
 def test_config_round_trips_through_build_dataset(config):
     ds = make_dataset(nsample=1, ntime=1, resolution=2, config=config)
-    assert data.config_of(ds) == config
+    assert config_of(ds) == config
     assert ds.ssmpde.config == config
 
 
@@ -153,7 +154,7 @@ def test_config_of_rejects_bad_config(text, words):
     else:
         ds.attrs["ssmpde_config"] = text
     with pytest.raises(SchemaError, match=words):
-        data.config_of(ds)
+        config_of(ds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ def test_validate_names_each_problem(name):
     mutate, words = SCHEMA_VIOLATIONS[name]
     ds = mutate(make_dataset())
     with pytest.raises(SchemaError) as info:
-        data.validate(ds)
+        validate(ds)
     message = str(info.value)
     assert message.startswith("dataset does not follow the ssmpde schema:\n  - ")
     for word in words:
@@ -232,7 +233,7 @@ def test_validate_reports_every_problem_at_once():
     del ds.attrs["title"]
     ds.attrs["Conventions"] = "CF-1.6"
     with pytest.raises(SchemaError) as info:
-        data.validate(ds)
+        validate(ds)
     assert len(info.value.problems) == 4
     message = str(info.value)
     for word in ["'vorticity' has no 'units'", "coordinate 'x' has no 'units'",
@@ -244,30 +245,30 @@ def test_validate_reports_every_problem_at_once():
 def test_validate_returns_dataset_and_allows_extra_dims():
     ds = make_dataset()
     assert "forcing_mode" in ds.dims and "forcing_mode" not in ds.coords
-    assert data.validate(ds) is ds
+    assert validate(ds) is ds
     assert ds.ssmpde.validate() is ds
 
 
 def test_validate_check_finite_counts_bad_values():
     ds = make_dataset()
     ds["vorticity"][0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
-    data.validate(ds)
+    validate(ds)
     with pytest.raises(SchemaError, match=r"'vorticity' has 3 non-finite values"):
-        data.validate(ds, check_finite=True)
+        validate(ds, check_finite=True)
     with pytest.raises(SchemaError, match="non-finite"):
         ds.ssmpde.validate(check_finite=True)
 
 
 def test_validate_rejects_non_datasets():
     with pytest.raises(TypeError, match="xarray.Dataset"):
-        data.validate(make_dataset()["vorticity"])
+        validate(make_dataset()["vorticity"])
 
 
 def test_schema_error_survives_pickling():
     ds = make_dataset()
     del ds.attrs["title"]
     with pytest.raises(SchemaError) as info:
-        data.validate(ds)
+        validate(ds)
     clone = pickle.loads(pickle.dumps(info.value))
     assert str(clone) == str(info.value) and clone.problems == info.value.problems
 
@@ -277,16 +278,16 @@ def test_roles_are_validated_and_read():
                            {"long_name": "u", "units": "1", "role": "state"}),
                      "nu": (("sample",), np.ones(1),
                             {"long_name": "viscosity", "units": "1", "role": "parameter"})},
-                    coords={"sample": data.sample_coordinate(1),
-                            **data.grid_coordinates(4, ndim=1)},
-                    attrs={"Conventions": data.CONVENTIONS, "title": "t", "source": "s",
+                    coords={"sample": sample_coordinate(1),
+                            **grid_coordinates(4, ndim=1)},
+                    attrs={"Conventions": CONVENTIONS, "title": "t", "source": "s",
                            "history": "h", "ssmpde_equation": "e", "ssmpde_config": "{}",
                            "references": "r"})
-    assert data.roles_of(ds) == {"u": "state", "nu": "parameter"}
+    assert roles_of(ds) == {"u": "state", "nu": "parameter"}
     ds["u"].attrs["role"] = "solution"
-    with pytest.raises(data.SchemaError, match="role 'solution'.*state, parameter"):
-        data.validate(ds)
+    with pytest.raises(SchemaError, match="role 'solution'.*state, parameter"):
+        validate(ds)
     del ds["u"].attrs["role"]
-    data.validate(ds)  # a file without roles is still a dataset ...
-    with pytest.raises(data.SchemaError, match="'u' has no 'role' attribute"):
-        data.roles_of(ds)  # ... but not one a task can be read from
+    validate(ds)  # a file without roles is still a dataset ...
+    with pytest.raises(SchemaError, match="'u' has no 'role' attribute"):
+        roles_of(ds)  # ... but not one a task can be read from

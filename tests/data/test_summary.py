@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ssmpde import data
+from ssmpde.data import describe, save
 
 from .helpers import FORMATS, make_dataset
 
@@ -17,8 +17,8 @@ from .helpers import FORMATS, make_dataset
 
 @pytest.mark.parametrize("suffix", FORMATS)
 def test_describe_file(suffix, tmp_path):
-    path = data.save(make_dataset(nsample=2, ntime=3, resolution=4), tmp_path / f"d.{suffix}")
-    text = data.describe(path)
+    path = save(make_dataset(nsample=2, ntime=3, resolution=4), tmp_path / f"d.{suffix}")
+    text = describe(path)
     for word in [str(path), "zarr" if suffix == "zarr" else "netCDF", "KiB",
                  "equation: navier_stokes", "sample=2", "time=3", "y=4", "x=4",
                  "vorticity (sample, time, y, x) float64", "units=s-1", "'vorticity'",
@@ -35,12 +35,12 @@ def test_describe_in_memory_and_broken_dataset():
     text = ds.ssmpde.describe()
     assert "(in memory)" in text and "non-finite=1" in text and "schema: ok" in text
     del ds["viscosity"].attrs["units"]
-    text = data.describe(ds)
+    text = describe(ds)
     assert "schema: problems" in text and "'viscosity' has no 'units'" in text
 
 
 def test_describe_foreign_file(tmp_path):
     path = tmp_path / "foreign.nc"
     xr.Dataset({"t": ("lat", np.arange(3.0))}).to_netcdf(path)
-    text = data.describe(path)
+    text = describe(path)
     assert "equation: (missing)" in text and "no 'sample' dimension" in text

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ssmpde import data
+from ssmpde.data import roles_of
 from ssmpde.solvers import generate
 from ssmpde.solvers.base import (Checks, SolverDivergedError, Stepper, TimeDependentSolver,
                                  VariableSpec)
@@ -105,7 +105,7 @@ def test_simulate_matches_the_exact_solution_and_pools_to_the_stored_grid():
 def test_dataset_has_roles_coordinates_and_replays_through_step():
     solver = Heat1D(resolution=32, viscosity=None)
     ds = generate(solver, num_samples=2, seed=4, progress=False)
-    assert data.roles_of(ds) == {"u": "state", "viscosity": "parameter"}
+    assert roles_of(ds) == {"u": "state", "viscosity": "parameter"}
     assert ds.u.dims == ("sample", "time", "x") and ds.u.attrs["units"] == "K"
     np.testing.assert_allclose(ds.time.values, [0.0, 0.1, 0.2, 0.3])
     frame = solver.step(ds.u.values[:, 1:2, None], time=0.1,

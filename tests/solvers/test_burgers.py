@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import ive
 
-from ssmpde import data
+from ssmpde.data import roles_of, validate
 from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.burgers import Burgers1D, reference_step
 
@@ -109,8 +109,8 @@ def test_dataset_roles_dims_and_presets():
     ds = generate("burgers", num_samples=2, seed=0, progress=False, resolution=64,
                   simulation_resolution=256, final_time=0.2, record_interval=0.1,
                   time_step=1e-3)
-    data.validate(ds, check_finite=True)
-    assert data.roles_of(ds) == {"u": "state", "viscosity": "parameter"}
+    validate(ds, check_finite=True)
+    assert roles_of(ds) == {"u": "state", "viscosity": "parameter"}
     assert ds.u.dims == ("sample", "time", "x") and ds.u.shape == (2, 3, 64)
     assert ds.viscosity.dims == ("sample",)
     np.testing.assert_allclose(ds.x.values, np.arange(64) / 64)

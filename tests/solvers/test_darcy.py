@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
-from ssmpde import data
+from ssmpde.data import config_of
 from ssmpde.solvers import Darcy, generate
 from ssmpde.solvers.darcy import reference_matrix
 
@@ -120,7 +120,7 @@ def test_generated_dataset_strides_the_fine_solve(tmp_path):
     np.testing.assert_array_equal(ds.u.values, u[:, ::4, ::4])
     assert set(np.unique(ds.a)) <= {3.0, 12.0}
     np.testing.assert_allclose(ds.x, np.linspace(0, 1, 11))
-    assert data.config_of(ds)["solver"]["coefficient_low"] == 3.0
+    assert config_of(ds)["solver"]["coefficient_low"] == 3.0
     ds.close()
 
 

@@ -9,7 +9,7 @@ package. Figures in comments were measured on the development machine.
 import numpy as np
 import pytest
 
-from ssmpde import data
+from ssmpde.data import roles_of, validate
 from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.base import SolverDivergedError
 from ssmpde.solvers.euler import (
@@ -316,10 +316,10 @@ def test_dataset_layout_roles_units_and_pooling():
     ds = generate("euler", num_samples=1, seed=0, progress=False, problem="gce-rt", gamma=2.0,
                   resolution=8, simulation_resolution=16, final_time=0.04,
                   record_interval=0.02)
-    data.validate(ds, check_finite=True)
-    assert data.roles_of(ds) == {"density": "state", "velocity_x": "state",
-                                 "velocity_y": "state", "pressure": "state",
-                                 "tracer": "state", "potential": "forcing"}
+    validate(ds, check_finite=True)
+    assert roles_of(ds) == {"density": "state", "velocity_x": "state",
+                            "velocity_y": "state", "pressure": "state",
+                            "tracer": "state", "potential": "forcing"}
     assert ds.density.dims == ("sample", "time", "y", "x") and ds.density.shape == (1, 3, 8, 8)
     assert ds.potential.dims == ("sample", "y", "x")
     assert all("units" in ds[v].attrs for v in ds.variables)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ssmpde import data
+from ssmpde.data import config_of, open_dataset, validate
 from ssmpde.solvers import generate
 from ssmpde.solvers.generate import parts_directory
 from ssmpde.solvers.navier_stokes import NavierStokes2D
@@ -40,7 +40,7 @@ def test_same_seed_gives_bit_identical_data_for_batch_sizes_1_and_7(forcing):
     seven = generate("navier-stokes", num_samples=7, seed=11, batch_size=7, progress=False,
                      **config)
     assert_same_dataset(one, seven)
-    data.validate(one, check_finite=True)
+    validate(one, check_finite=True)
     other_seed = generate("navier-stokes", num_samples=2, seed=12, batch_size=2,
                           progress=False, **config)
     assert not np.array_equal(other_seed.vorticity[0], one.vorticity[0])
@@ -52,7 +52,7 @@ def test_dataset_follows_the_schema_and_records_the_config(tmp_path):
     assert ds.vorticity.dims == ("sample", "time", "y", "x")
     assert ds.vorticity.shape == (2, 3, 16, 16)
     np.testing.assert_allclose(ds.time, [0.0, 0.5, 1.0])
-    config = data.config_of(ds)
+    config = config_of(ds)
     assert config["seed"] == 3 and config["num_samples"] == 2
     assert config["solver"]["viscosity"] == 1e-3 and config["solver"]["time_stepping"] == "faithful"
     assert ds.attrs["ssmpde_equation"] == "navier-stokes"
@@ -139,7 +139,7 @@ def test_killed_process_resumes_to_the_same_file(tmp_path):
     reference = subprocess.run(args + ["--out", str(tmp_path / "straight.nc")],
                                capture_output=True, text=True)
     assert reference.returncode == 0, reference.stderr
-    with data.open_dataset(out) as a, data.open_dataset(tmp_path / "straight.nc") as b:
+    with open_dataset(out) as a, open_dataset(tmp_path / "straight.nc") as b:
         assert_same_dataset(a, b)
     assert sorted(os.listdir(tmp_path)) == ["killed.nc", "straight.nc"]
 

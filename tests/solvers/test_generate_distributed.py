@@ -22,8 +22,9 @@ import xarray as xr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssmpde import data
 from ssmpde.cli import main
+from ssmpde.data import (DatasetFileError, OutputLockedError, StoreProgress, config_of,
+                         open_dataset, store_progress, update_store_progress, write_store_region)
 from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.base import SolverDivergedError, get_solver_class
 from ssmpde.solvers.darcy import Darcy
@@ -69,7 +70,7 @@ def tiny(equation: str) -> dict:
     return dict(get_solver_class(equation).TINY)
 
 
-def batches_of(record: data.StoreProgress) -> set[tuple[int, int]]:
+def batches_of(record: StoreProgress) -> set[tuple[int, int]]:
     """The batch-size-1 batches a record lists as complete."""
     return {(i, i + 1) for start, stop in record.complete for i in range(start, stop)}
 
@@ -139,9 +140,9 @@ def test_two_workers_write_the_store_of_the_single_process_run(tmp_path, client,
     store = generate(equation, num_samples=5, seed=3, batch_size=2, out=tmp_path / "two.zarr",
                      scheduler=client, progress=False, **config)
     assert_same_dataset(store, single)
-    assert data.store_progress(tmp_path / "two.zarr") is None  # marked complete
+    assert store_progress(tmp_path / "two.zarr") is None  # marked complete
     assert (tmp_path / "two.zarr" / ".zmetadata").is_file()  # consolidated
-    assert data.config_of(store)["num_samples"] == 5
+    assert config_of(store)["num_samples"] == 5
     single.close()
     store.close()
     assert sorted(os.listdir(tmp_path)) == ["one.zarr", "two.zarr"]  # no lock, no temporary
@@ -157,7 +158,7 @@ def test_command_line_local_cluster_info_and_convert_round_trip(tmp_path, capsys
     assert "batch" in captured.err  # the bar counts batches
     assert f"wrote {out}" in captured.out
     assert main([*args, "--out", str(tmp_path / "single.zarr"), "--no-progress"]) == 0
-    with data.open_dataset(out) as a, data.open_dataset(tmp_path / "single.zarr") as b:
+    with open_dataset(out) as a, open_dataset(tmp_path / "single.zarr") as b:
         assert_same_dataset(a, b)
     capsys.readouterr()
     assert main(["info", str(out)]) == 0
@@ -166,9 +167,9 @@ def test_command_line_local_cluster_info_and_convert_round_trip(tmp_path, capsys
     assert main(["convert", str(out), str(tmp_path / "darcy.nc")]) == 0
     assert main(["convert", str(tmp_path / "darcy.nc"), str(tmp_path / "back.zarr")]) == 0
     assert main(["convert", str(tmp_path / "back.zarr"), str(tmp_path / "back.nc")]) == 0
-    with data.open_dataset(out) as a, data.open_dataset(tmp_path / "darcy.nc") as b, \
-            data.open_dataset(tmp_path / "back.zarr") as c, \
-            data.open_dataset(tmp_path / "back.nc") as d:
+    with open_dataset(out) as a, open_dataset(tmp_path / "darcy.nc") as b, \
+            open_dataset(tmp_path / "back.zarr") as c, \
+            open_dataset(tmp_path / "back.nc") as d:
         for other in (b, c, d):
             assert_same_dataset(a, other, history=True)
     assert "wrote" in capsys.readouterr().out
@@ -214,13 +215,13 @@ def test_a_sample_that_blows_up_is_named_and_the_store_resumes(tmp_path, client,
                                                   r"sample 5: .*rerun the same command"):
         generate(solver, num_samples=8, seed=4, batch_size=2, out=out, scheduler=client,
                  progress=False)
-    record = data.store_progress(out)
+    record = store_progress(out)
     assert record is not None and (4, 6) not in record.complete
     assert record.config == {"equation": "navier-stokes", "num_samples": 8, "seed": 4,
                              "solver": get_solver("navier-stokes", **config).config_dict()}
     # the unfinished store is never taken for a dataset, and says how far it got
-    with pytest.raises(data.DatasetFileError, match="still being written.*rerun the same"):
-        data.open_dataset(out)
+    with pytest.raises(DatasetFileError, match="still being written.*rerun the same"):
+        open_dataset(out)
     capsys.readouterr()
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
@@ -260,14 +261,14 @@ def kill_driver_mid_run(tmp_path, cluster_flags, capsys):
         deadline = time.monotonic() + 120
         record = None
         while time.monotonic() < deadline and driver.poll() is None:
-            record = data.store_progress(out)  # atomic updates: never half a record
+            record = store_progress(out)  # atomic updates: never half a record
             if record is not None and record.samples_complete >= 3:
                 break
             time.sleep(0.02)
         assert driver.poll() is None and record is not None, log.read_text()[-3000:]
         # While it runs: a second writer of the same store fails at once on the lock ...
         begin = time.perf_counter()
-        with pytest.raises(data.OutputLockedError, match=f"PID {driver.pid}\\b"):
+        with pytest.raises(OutputLockedError, match=f"PID {driver.pid}\\b"):
             generate("navier-stokes", num_samples=10, batch_size=1, seed=6, out=out,
                      workers=2, progress=False, **SLOW_NS_CONFIG)
         assert time.perf_counter() - begin < 2.0  # refused before any cluster started
@@ -288,7 +289,7 @@ def kill_driver_mid_run(tmp_path, cluster_flags, capsys):
 def resume_counting_batches(tmp_path, out, client):
     """The killed run again (its config, a solver that counts batches): only the batches
     missing from the record are computed, and the data are those of one process."""
-    record = data.store_progress(out)
+    record = store_progress(out)
     assert record is not None, "the run finished before it could be killed"
     recorded = batches_of(record)
     assert 3 <= len(recorded) < 10
@@ -340,10 +341,10 @@ def test_resume_computes_only_the_batches_missing_from_the_record(tmp_path, clie
     full.close()
     assert len(list(calls.iterdir())) == 3
     # Re-open the finished store as if the driver had died after two of three batches.
-    record = data.StoreProgress(config=data.config_of(reference), history=reference.history,
-                                run_id="0" * 32, num_samples=6, batch_size=2,
-                                complete=((0, 4),))
-    data.update_store_progress(out, record)
+    record = StoreProgress(config=config_of(reference), history=reference.history,
+                           run_id="0" * 32, num_samples=6, batch_size=2,
+                           complete=((0, 4),))
+    update_store_progress(out, record)
     (out / ".zmetadata").unlink()
     for path in calls.iterdir():
         path.unlink()
@@ -423,18 +424,18 @@ def test_a_region_that_does_not_fit_the_layout_is_not_written(tmp_path):
                   **tiny("darcy")) as ds:
         ds.load()
     batch = ds.isel(sample=slice(0, 2))
-    with pytest.raises(data.DatasetFileError, match="no zarr store being written"):
-        data.write_store_region(batch, out, run_id="x")  # finished: not a store in progress
-    record = data.StoreProgress(config={}, history="h", run_id="a" * 32, num_samples=3,
-                                batch_size=2)
-    data.update_store_progress(out, record)
-    with pytest.raises(data.DatasetFileError, match="laid out again by another run"):
-        data.write_store_region(batch, out, run_id="b" * 32)
-    with pytest.raises(data.DatasetFileError, match="u.*the store has"):
-        data.write_store_region(batch.assign(u=batch.u.astype(np.float32)), out,
-                                run_id="a" * 32)
-    with pytest.raises(data.DatasetFileError, match="consecutive"):
-        data.write_store_region(ds.isel(sample=[0, 2]), out, run_id="a" * 32)
+    with pytest.raises(DatasetFileError, match="no zarr store being written"):
+        write_store_region(batch, out, run_id="x")  # finished: not a store in progress
+    record = StoreProgress(config={}, history="h", run_id="a" * 32, num_samples=3,
+                           batch_size=2)
+    update_store_progress(out, record)
+    with pytest.raises(DatasetFileError, match="laid out again by another run"):
+        write_store_region(batch, out, run_id="b" * 32)
+    with pytest.raises(DatasetFileError, match="u.*the store has"):
+        write_store_region(batch.assign(u=batch.u.astype(np.float32)), out,
+                           run_id="a" * 32)
+    with pytest.raises(DatasetFileError, match="consecutive"):
+        write_store_region(ds.isel(sample=[0, 2]), out, run_id="a" * 32)
 
 
 # ------------------------------------------------------------------------------------------
@@ -445,8 +446,8 @@ def test_a_region_that_does_not_fit_the_layout_is_not_written(tmp_path):
 def test_progress_ranges_merge_in_any_completion_order(num_samples, batch_size, data_):
     from ssmpde.solvers._batches import _missing
 
-    record = data.StoreProgress(config={}, history="", run_id="r", num_samples=num_samples,
-                                batch_size=batch_size)
+    record = StoreProgress(config={}, history="", run_id="r", num_samples=num_samples,
+                           batch_size=batch_size)
     batches = list(_missing([], num_samples, batch_size))
     assert record.batch_counts() == (0, len(batches))
     order = data_.draw(st.permutations(batches))
@@ -455,17 +456,17 @@ def test_progress_ranges_merge_in_any_completion_order(num_samples, batch_size, 
         assert record.batch_counts() == (count, len(batches))
         assert list(_missing(list(record.complete), num_samples, batch_size)) == \
             sorted(set(batches) - set(order[:count]))
-        assert data.StoreProgress.from_json(record.to_json()) == record
+        assert StoreProgress.from_json(record.to_json()) == record
     assert record.is_complete and record.complete == ((0, num_samples),)
 
 
 def test_a_corrupt_progress_record_is_a_clear_error(tmp_path):
-    with pytest.raises(data.DatasetFileError, match="unreadable.*--overwrite"):
-        data.StoreProgress.from_json("{", "x.zarr")
-    bad = data.StoreProgress(config={}, history="", run_id="r", num_samples=4, batch_size=1,
-                             complete=((2, 3), (0, 1)))
-    with pytest.raises(data.DatasetFileError, match="not sorted, disjoint"):
-        data.StoreProgress.from_json(bad.to_json(), "x.zarr")
-    record = data.StoreProgress(config={}, history="", run_id="r", num_samples=80,
-                                batch_size=8, complete=((0, 24),))
+    with pytest.raises(DatasetFileError, match="unreadable.*--overwrite"):
+        StoreProgress.from_json("{", "x.zarr")
+    bad = StoreProgress(config={}, history="", run_id="r", num_samples=4, batch_size=1,
+                        complete=((2, 3), (0, 1)))
+    with pytest.raises(DatasetFileError, match="not sorted, disjoint"):
+        StoreProgress.from_json(bad.to_json(), "x.zarr")
+    record = StoreProgress(config={}, history="", run_id="r", num_samples=80,
+                           batch_size=8, complete=((0, 24),))
     assert record.summary() == "3 of 10 batches complete (24 of 80 samples, batches of 8)"

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ssmpde import data
+from ssmpde.data import OutputLockedError, open_dataset
 from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.generate import parts_directory
 
@@ -243,11 +243,11 @@ def test_memory_estimates_of_the_builtin_solvers():
 
 KILLED_MERGE = """
     import os, pathlib, signal, sys
-    from ssmpde.data import files as data
+    from ssmpde.data import files
     from ssmpde.solvers import generate
 
     out = pathlib.Path(sys.argv[1])
-    write = data._write_netcdf
+    write = files._write_netcdf
 
     def write_and_die(ds, path):
         if path.parent == out.parent and path.name.startswith(f".{out.stem}.tmp-"):
@@ -257,7 +257,7 @@ KILLED_MERGE = """
             os.kill(os.getpid(), signal.SIGKILL)
         write(ds, path)
 
-    data._write_netcdf = write_and_die
+    files._write_netcdf = write_and_die
     generate("darcy", num_samples=5, seed=3, batch_size=2, out=out, progress=False,
              resolution=9, simulation_resolution=17)
 """
@@ -411,7 +411,7 @@ def test_a_second_writer_of_the_same_output_fails_at_once(tmp_path):
         assert started.exists(), "the first writer never started its batch"
         counter = Counting(get_solver("darcy", **DARCY))
         begin = time.perf_counter()
-        with pytest.raises(data.OutputLockedError, match=f"PID {process.pid}\\b"):
+        with pytest.raises(OutputLockedError, match=f"PID {process.pid}\\b"):
             generate(counter.solver, num_samples=3, seed=7, out=out, overwrite=True,
                      progress=False)
         assert time.perf_counter() - begin < 1.0
@@ -421,7 +421,7 @@ def test_a_second_writer_of_the_same_output_fails_at_once(tmp_path):
         _, stderr = finish(process, timeout=60)
     assert process.returncode == 0, stderr
     started.unlink()
-    with data.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert_same_dataset(ds, generate("darcy", num_samples=3, seed=7, progress=False,
                                          **DARCY))
     assert os.listdir(tmp_path) == ["d.nc"]

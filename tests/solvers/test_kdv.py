@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from ssmpde import data
 from ssmpde.cli import main
+from ssmpde.data import open_dataset, roles_of, validate
 from ssmpde.solvers import Stepper, generate, get_solver
 from ssmpde.solvers.kdv import KdV
 
@@ -191,8 +191,8 @@ def test_datasets_roles_reproducibility_and_the_stepper_contract():
     a = generate("kdv", num_samples=5, seed=2, batch_size=1, progress=False, **options)
     b = generate("kdv", num_samples=5, seed=2, batch_size=5, progress=False, **options)
     np.testing.assert_array_equal(a.u.values, b.u.values)
-    data.validate(b, check_finite=True)
-    assert data.roles_of(b) == {"u": "state"} and b.u.dims == ("sample", "time", "x")
+    validate(b, check_finite=True)
+    assert roles_of(b) == {"u": "state"} and b.u.dims == ("sample", "time", "x")
     np.testing.assert_allclose(b.x.values, 128.0 * np.arange(64) / 64)  # x_j = L j / N
     np.testing.assert_allclose(b.time.values, [0.0, 0.4, 0.8])
     solver = get_solver("kdv", **{k: v for k, v in options.items() if k != "preset"},
@@ -211,7 +211,7 @@ def test_generate_from_the_command_line(tmp_path, capsys):
     assert main(["generate", "kdv", "--samples", "2", "--out", str(out), "--no-progress",
                  "--resolution", "32", "--simulation-resolution", "32", "--domain-length",
                  "32", "--time", "0.8", "--record-interval", "0.4", "--time-step", "0.05"]) == 0
-    with data.open_dataset(out) as ds:
+    with open_dataset(out) as ds:
         assert ds.u.shape == (2, 3, 32) and ds.attrs["ssmpde_equation"] == "kdv"
 
 

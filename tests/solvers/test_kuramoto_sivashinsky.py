@@ -6,7 +6,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from ssmpde import data
+from ssmpde.data import roles_of
 from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.kuramoto_sivashinsky import KuramotoSivashinsky, reference_step
 from ssmpde.solvers.spectral import etdrk4_coefficients
@@ -99,7 +99,7 @@ def test_reproducible_for_batch_sizes_and_replays():
     b = generate("kuramoto-sivashinsky", num_samples=7, seed=2, batch_size=7, progress=False,
                  **config)
     np.testing.assert_array_equal(a.u.values, b.u.values)
-    assert a.u.dims == ("sample", "time", "x") and data.roles_of(a)["u"] == "state"
+    assert a.u.dims == ("sample", "time", "x") and roles_of(a)["u"] == "state"
     np.testing.assert_allclose(a.x.values[1], 64.0 / 64)  # x_j = L j / N
     assert np.all((a.viscosity >= 0.075) & (a.viscosity <= 0.125))
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ssmpde import data as schema
+from ssmpde.data import OutputLockedError
 from ssmpde.solvers import generate
 from ssmpde.surrogates import checkpoint
 from ssmpde.surrogates.train import TrainConfig, train
@@ -170,14 +170,14 @@ def test_resume_with_other_options_names_them(darcy, straight, tmp_path):
 def test_a_second_writer_of_a_run_fails_at_once(darcy, tmp_path):
     run = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from ssmpde import data\n"
-         f"with data.output_lock({str(run)!r}):\n"
+        [sys.executable, "-c", "import sys, time; from ssmpde.data import output_lock\n"
+         f"with output_lock({str(run)!r}):\n"
          "    print('locked', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         started = time.perf_counter()
-        with pytest.raises(schema.OutputLockedError, match=f"PID {holder.pid}"):
+        with pytest.raises(OutputLockedError, match=f"PID {holder.pid}"):
             train("geomano", darcy, out=run, preset="darcy", model_overrides=SMALL,
                   config=CONFIG, progress=False)
         assert time.perf_counter() - started < 5

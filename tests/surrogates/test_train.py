@@ -14,8 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ssmpde import data as schema
 from ssmpde.cli import main
+from ssmpde.data import load_dataset, open_dataset, save
 from ssmpde.solvers import generate
 from ssmpde.surrogates.datasets import Normalizer, TaskDataset, infer_task, relative_l2
 from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
@@ -77,7 +77,7 @@ def test_overfits_eight_darcy_samples(darcy_files, tmp_path):
 
 def test_normaliser_statistics_come_from_the_training_split(darcy_files):
     train_file, _ = darcy_files
-    with schema.open_dataset(train_file) as ds:
+    with open_dataset(train_file) as ds:
         task = infer_task(ds)
         a = ds["a"].values[:6]
     from ssmpde.surrogates.datasets import fit_normalizers
@@ -120,7 +120,7 @@ def torus_files(tmp_path_factory):
 def test_torus_datasets_train_with_the_forcing_field_as_input(model, forcing, torus_files,
                                                                tmp_path):
     data = torus_files[forcing]
-    with schema.open_dataset(data) as ds:
+    with open_dataset(data) as ds:
         task = infer_task(ds, window=2)
         forcing_values = ds.forcing.values
     assert task.fields == ("vorticity",)  # the forcing is not predicted
@@ -146,7 +146,7 @@ def test_torus_datasets_train_with_the_forcing_field_as_input(model, forcing, to
 
 def test_operator_task_from_frames_of_a_trajectory(ns_file, tmp_path):
     # Burgers-style u0 -> u(T): explicit selectors on a time-dependent variable.
-    with schema.open_dataset(ns_file) as ds:
+    with open_dataset(ns_file) as ds:
         task = infer_task(ds, inputs=("vorticity@0", "viscosity"), outputs=("vorticity@-1",))
         last = ds.vorticity.values[:, -1]
     assert task.kind == "operator" and task.in_channels == 2
@@ -158,9 +158,9 @@ def test_operator_task_from_frames_of_a_trajectory(ns_file, tmp_path):
                  "--model-option", "width=8", "--model-option", "modes=[4,4]"]) == 0
     out = tmp_path / "pred.nc"
     evaluate(tmp_path / "run", ns_file, out=out)
-    with schema.open_dataset(out) as predicted:
+    with open_dataset(out) as predicted:
         assert predicted.vorticity.dims == ("sample", "y", "x")
-    with schema.open_dataset(ns_file) as ds, pytest.raises(ValueError, match="pick a frame"):
+    with open_dataset(ns_file) as ds, pytest.raises(ValueError, match="pick a frame"):
         infer_task(ds, inputs=("vorticity",), outputs=("vorticity@-1",))
 
 
@@ -281,7 +281,7 @@ def test_checkpoint_is_self_contained_and_predictions_round_trip(darcy_files, tm
     assert record["task"]["kind"] == "operator" and record["normalizers"]["outputs"]["std"]
     out = tmp_path / "pred.nc"
     result = evaluate(alone, test_file, out=out)
-    with schema.open_dataset(out) as predicted, schema.open_dataset(test_file) as truth:
+    with open_dataset(out) as predicted, open_dataset(test_file) as truth:
         assert predicted.u.dims == truth.u.dims
         errors = relative_l2(torch.from_numpy(predicted.u.values[:, None]),
                              torch.from_numpy(truth.u.values[:, None]))
@@ -295,7 +295,7 @@ def test_rollout_evaluation_writes_the_predicted_frames(ns_file, tmp_path):
           progress=False)
     out = tmp_path / "rollout.nc"
     result = evaluate(run, ns_file, out=out)
-    with schema.open_dataset(out) as predicted, schema.open_dataset(ns_file) as truth:
+    with open_dataset(out) as predicted, open_dataset(ns_file) as truth:
         assert predicted.vorticity.shape == (4, 4, 16, 16)  # 7 frames - window 3
         np.testing.assert_array_equal(predicted.time.values, truth.time.values[3:])
     assert len(result["rel_l2_per_step"]) == 4
@@ -305,9 +305,9 @@ def test_rollout_evaluation_writes_the_predicted_frames(ns_file, tmp_path):
 # Bad input.
 # ---------------------------------------------------------------------------------------
 def test_dataset_without_the_needed_variables(darcy_files, tmp_path):
-    ds = schema.load_dataset(darcy_files[0]).drop_vars("u")
+    ds = load_dataset(darcy_files[0]).drop_vars("u")
     path = tmp_path / "no_u.nc"
-    schema.save(ds, path)
+    save(ds, path)
     with pytest.raises(ValueError, match=r"needs variables \['u'\]"):
         train("geomano", path, out=tmp_path / "run", preset="darcy", progress=False)
 
@@ -385,7 +385,7 @@ def test_a_model_that_predicts_increments(ns_file, tmp_path):
                              target="increment"), progress=False)
     model, record = load_checkpoint(run)
     increments = record["normalizers"]["increments"]
-    with schema.open_dataset(ns_file) as ds:
+    with open_dataset(ns_file) as ds:
         w = ds.vorticity.isel(sample=slice(0, 3)).values  # the training samples
     diffs = np.diff(w, axis=1)
     assert increments["mean"][0] == pytest.approx(diffs.mean(), rel=1e-9, abs=1e-12)

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ... import data
 from ...core import unknown_name
+from ...data import TIME, X, Y, time_coordinate
 from ..base import (
     Checks,
     TimeDependentSolver,
@@ -354,7 +354,7 @@ class Euler2D(TimeDependentSolver):
     def extra_variables(self) -> dict[str, VariableSpec]:
         if not self.config.gravity:
             return {}
-        return {"potential": VariableSpec((data.Y, data.X), "gravitational potential", "1",
+        return {"potential": VariableSpec((Y, X), "gravitational potential", "1",
                                           role="forcing")}
 
     def extra_outputs(self, inputs: Mapping[str, np.ndarray],
@@ -367,17 +367,17 @@ class Euler2D(TimeDependentSolver):
     def coordinates(self) -> dict[str, xr.DataArray]:
         coords = {}
         n = self.config.resolution
-        for dim in (data.Y, data.X):
+        for dim in (Y, X):
             coords[dim] = xr.DataArray(
                 self.centres(n), dims=(dim,), name=dim,
                 attrs={"units": "1", "long_name": f"{dim} of the cell centres",
                        "axis": dim.upper()})
-        coords[data.TIME] = data.time_coordinate(np.arange(self.num_records + 1) * self.dt)
+        coords[TIME] = time_coordinate(np.arange(self.num_records + 1) * self.dt)
         return coords
 
     def stored_bytes_per_sample(self) -> int:
         r = self.config.resolution
-        return self._stored_bytes({data.TIME: self.num_records + 1, data.Y: r, data.X: r})
+        return self._stored_bytes({TIME: self.num_records + 1, Y: r, X: r})
 
 
 def _interpolate(values: np.ndarray, n: int, *, periodic: bool) -> np.ndarray:
