@@ -26,10 +26,10 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ssmpde import data as schema
 from ssmpde.core import autoregressive
+from ssmpde.data import atomic_path
 
-from . import model_from_json
+from . import build_model
 from .datasets import Normalizer, Task
 
 __all__ = ["CONFIG", "WEIGHTS", "NormalisedModel", "TornRunError", "check_consistent",
@@ -134,7 +134,7 @@ def save_run(out: Path, model, optimizer, scheduler, record: dict, epoch: int,
         log += json.dumps(metrics) + "\n"
     (pending / METRICS).write_text(log)
     (pending / CONFIG).write_text(json.dumps({**record, "epoch": epoch}, indent=2))
-    with schema.atomic_path(pending / COMPLETE) as tmp:
+    with atomic_path(pending / COMPLETE) as tmp:
         tmp.write_text(str(epoch))
     recover(out)
 
@@ -263,8 +263,7 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu"):
         raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
     validate_record(record, config_path)
     try:
-        model = model_from_json(json.dumps({"model": record["model"],
-                                            "config": record["model_config"]}))
+        model = build_model(record["model"], **record["model_config"])
     except (KeyError, TypeError) as error:
         raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
     try:
