@@ -161,7 +161,7 @@ def test_neumann_draw_order_is_one_standard_normal_call():
 # --- periodic field: spectrum and moments --------------------------------------------------------
 
 @given(s=even_sizes, ndim=st.sampled_from([1, 2]), alpha=alphas, tau=taus)
-def test_periodic_sqrt_eigenvalues_follow_the_spec_formula(s, ndim, alpha, tau):
+def test_periodic_amplitudes_sigma_and_variance_match_their_closed_forms(s, ndim, alpha, tau):
     grf = PeriodicGRF(s, ndim=ndim, alpha=alpha, tau=tau)
     sigma = tau ** (0.5 * (2 * alpha - ndim))
     assert grf.sigma == pytest.approx(sigma, rel=1e-14)
@@ -261,7 +261,7 @@ def test_periodic_power_spectrum_matches_derivation(s, ndim):
     _assert_mean_within(np.where(self_conjugate, 0.0, squares.imag), 0.0, "Im E[fft(u)_k^2]")
 
 
-def test_periodic_spec_anchor_pointwise_std_is_about_0_26():
+def test_periodic_fno_vorticity_field_at_256_has_pointwise_std_about_0_26():
     grf = PeriodicGRF(256, ndim=2, alpha=2.5, tau=7.0, sigma=7**1.5)
     assert math.sqrt(grf.pointwise_variance()) == pytest.approx(0.26, abs=0.02)
     count = 400
@@ -273,7 +273,7 @@ def test_periodic_spec_anchor_pointwise_std_is_about_0_26():
 # --- Neumann field ------------------------------------------------------------------------------
 
 @given(s=st.integers(2, 32), alpha=alphas, tau=taus)
-def test_neumann_coefficients_follow_the_spec_formula(s, alpha, tau):
+def test_neumann_coefficients_match_their_closed_form(s, alpha, tau):
     grf = NeumannGRF(s, alpha=alpha, tau=tau)
     k1, k2 = np.meshgrid(np.arange(s), np.arange(s), indexing="ij")
     expected = tau ** (alpha - 1) * (np.pi**2 * (k1**2 + k2**2) + tau**2) ** (-alpha / 2)
