@@ -277,7 +277,6 @@ def inference_ms(run: Path, test_file: Path, repeats: int) -> dict:
     ``INFERENCE_BATCH`` test states (frame 0 of the test trajectories, repeated as needed),
     on one thread."""
     import numpy as np
-    import torch
 
     from ssmpde.coupling import SurrogateStepper
     from ssmpde.data import open_dataset
