@@ -1,26 +1,36 @@
-"""Is the surrogate worth using in the solver loop? Error at the horizon against wall time.
+"""Is a trained model worth using in the solver loop? Error at the horizon against wall time.
 
-For Kuramoto–Sivashinsky (``lpsda``, ν = 0.1, 128 points, 50 steps of Δt = 0.1) and
-Navier–Stokes (ν = 1e-4, 64², 20 steps of 1 time unit), from the first frame of held-out
-test trajectories, every configuration a user could pick, side by side in one run:
+For Kuramoto–Sivashinsky (``lpsda``, ν = 0.1, simulated on 512 points and stored on 256, 50
+steps of Δt = 0.1) and Navier–Stokes (ν = 1e-4, simulated on 128² and stored on 64², 20 steps
+of 1 time unit), from the first frame of held-out test trajectories, every configuration a user
+could pick, side by side in one run:
 
 * the fine solver in one continuous run (the reference) and the coarse solvers (the same
   solver on a coarser simulation grid and/or with longer steps: ``ssmpde.coupling.baseline``);
+* the learned correction of a coarse solver (``corrected SxT``: the coarse solver's step, then a
+  trained corrector; ``ssmpde.coupling.corrected``), for two coarsenings per PDE. The data are
+  stored on the coarse solver's own grid, so the corrected state is never handed through a
+  coarser one;
 * the surrogate alone, fixed schedules (``surrogate:N,solver:1``);
 * the error-controlled adaptive schedule at several tolerances (the default indicator);
 * parareal with the surrogate as coarse propagator, the fine slices on a 2-worker dask
   ``LocalCluster`` (wall time on 2 workers, and the one-core cost).
 
-It also measures how well each error indicator predicts the true one-step error of the
-surrogate (Spearman rank correlation over every state of the test trajectories), which is
-how the default indicator was chosen. Writes ``benchmarks/results/hybrid.json``, the Pareto
-figures ``docs/images/pareto_ks.png`` and ``docs/images/pareto_ns.png`` and prints the tables.
+Every row also carries its high-correlation time (steps until the Pearson correlation with the
+fine solution drops below 0.8, times Δt). It also measures how well each error indicator
+predicts the true one-step error of the surrogate (Spearman rank correlation over every state
+of the test trajectories), which is how the default indicator was chosen.
 
-The surrogates and the data come from ``benchmarks/bench_long_rollout.py`` (the best of its
-variants per PDE, in ``--cache``):
+The data, the surrogate and the correctors are made in ``--cache`` when absent (``--prepare``
+stops after that): the test trajectories (seed 1) and the training ones (seed 0) from the
+generator configurations below, the surrogate with the recipe ``bench_long_rollout`` found best
+(a window-1 FNO predicting increments), each corrector within ``--corrector-budget`` seconds of
+one CPU thread (epochs set from a timed first epoch; the budget is also a hard stop). Writes
+``benchmarks/results/hybrid.json``, the Pareto figures ``docs/images/pareto_ks.png`` and
+``docs/images/pareto_ns.png`` and prints the tables.
 
-    python -m benchmarks.bench_long_rollout          # data + surrogates (~35 min)
-    python -m benchmarks.bench_hybrid                # ~3 minutes
+    OMP_NUM_THREADS=1 python -m benchmarks.bench_hybrid --prepare --problems ks  # and ns
+    python -m benchmarks.bench_hybrid                # the comparison (~5 minutes)
 """
 
 from __future__ import annotations
@@ -31,42 +41,137 @@ from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS, header, portable_path, when, write
 
-CACHE = REPO / "benchmarks" / ".cache" / "hybrid"
+CACHE = REPO / "benchmarks" / ".cache" / "corrected"
 IMAGES = REPO / "docs" / "images"
 
-#: PDE: steps, test trajectories (the batch), schedules
+#: PDE: steps, test trajectories (the batch), schedules, the coarsenings the correctors
+#: correct, and how the data, the surrogate and the correctors are made (see :func:`prepare`)
 PROBLEMS = {
-    "ks": dict(label="Kuramoto-Sivashinsky lpsda nu 0.1, 128 points", steps=50, samples=16,
+    "ks": dict(label="Kuramoto-Sivashinsky lpsda nu 0.1, 256 points (512 simulated)",
+               steps=50, samples=16,
+               solver="kuramoto-sivashinsky", train_samples=512,
+               generator=dict(preset="lpsda", viscosity=0.1, resolution=256,
+                              simulation_resolution=512),
+               surrogate=("fno", "burgers", {"width": 32}, dict(batch_size=32)),
+               corrector=("lean-fno", "ks-corrector", {}, dict(batch_size=32)),
+               coarsenings=["2x5", "2x10"], baselines=["2x1", "1x2", "1x5", "2x2", "2x5", "2x10"],
                schedules=["surrogate:4,solver:1", "surrogate:1,solver:1",
                           *[f"adaptive:{t:g}" for t in (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)],
                           "parareal:5:1", "parareal:5:2", "parareal:10:2"]),
-    "ns": dict(label="Navier-Stokes nu 1e-4, 64x64", steps=20, samples=4,
+    "ns": dict(label="Navier-Stokes nu 1e-4, 64x64 (128x128 simulated)", steps=20, samples=4,
+               solver="navier-stokes", train_samples=48,
+               generator=dict(preset="fno-nu1e-4", resolution=64, simulation_resolution=128,
+                              time_stepping="cfl", record_interval=1.0, final_time=20.0),
+               surrogate=("fno", "navier-stokes", {}, dict(batch_size=8)),
+               corrector=("lean-fno", "ns-corrector", {}, dict(batch_size=8)),
+               coarsenings=["2x1", "2x2"], baselines=["2x1", "1x2", "2x2", "1x5", "2x5"],
                schedules=["surrogate:4,solver:1", "surrogate:1,solver:1",
                           *[f"adaptive:{t:g}" for t in (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)],
                           "parareal:4:1", "parareal:4:2", "parareal:5:2"]),
 }
 
 
+#: The training recipe of the surrogate and of the correctors (bench_long_rollout's best:
+#: window 1, AdamW, cosine schedule, teacher forcing).
+COMMON = dict(lr=1e-3, weight_decay=1e-4, schedule="cosine", window=1, num_test=0, seed=0)
+#: --quick: a tiny KS problem (the smoke test) and tiny models.
+QUICK = dict(generator=dict(resolution=32, simulation_resolution=64, domain_length=22.0,
+                            viscosity=1.0, final_time=2.5, record_interval=0.5, time_step=0.05),
+             train_samples=6, model={"width": 4, "depth": 1, "modes": [4]})
+
+
+def _train_within(model: tuple, data: Path, out: Path, budget: float, quick: bool,
+                  **options) -> dict:
+    """Train into ``out`` for about ``budget`` seconds: one timed epoch sets the number of
+    epochs of the cosine schedule, the budget is also a hard stop. A corrector's coarse
+    predictions are computed once (the timed epoch's run directory passes them on)."""
+    import shutil
+    import time
+
+    from ssmpde.surrogates.train import TrainConfig, train
+    from ssmpde.surrogates.correction import cache_directory
+
+    name, preset, overrides, config = model
+    if quick:
+        overrides = QUICK["model"]
+    config = dict(COMMON, **config, **options)
+    test = data.with_name("test.nc")
+    epochs, first, setup = 1, {"seconds": None}, None
+    if not quick:
+        probe = out.with_name(out.name + "-probe")
+        shutil.rmtree(probe, ignore_errors=True)
+        started = time.perf_counter()
+        first = train(name, data, out=probe, preset=preset, model_overrides=overrides,
+                      config=TrainConfig(epochs=1, **config), progress=False, test_data=test)
+        setup = time.perf_counter() - started - first["seconds"]
+        epochs = max(1, int(budget // first["seconds"]))
+        if cache_directory(probe).exists():
+            shutil.copytree(cache_directory(probe).parent, cache_directory(out).parent)
+        shutil.rmtree(probe)
+    metrics = train(name, data, out=out, preset=preset, model_overrides=overrides,
+                    config=TrainConfig(epochs=epochs, **config), progress=False,
+                    time_limit=None if quick else budget, test_data=test)
+    return {"model": name, "preset": preset, "overrides": overrides, "budget_seconds": budget,
+            "epochs": metrics["epoch"], "planned_epochs": epochs,
+            "epoch_seconds": first["seconds"], "setup_seconds": setup,
+            "test_rel_l2": metrics.get("test_rel_l2"),
+            "test_rel_l2_first_step": (metrics.get("test_rel_l2_per_step") or [None])[0],
+            **options}
+
+
+def prepare(name: str, cache: Path, *, budget: float, corrector_budget: float,
+            quick: bool = False) -> dict:
+    """The data, the surrogate (``best``) and the correctors (``corrected-SxT``) of problem
+    ``name`` in ``cache/name``, each made only when absent; returns what training did."""
+    import json
+
+    from ssmpde.solvers import generate
+
+    problem = PROBLEMS[name]
+    folder = cache / name
+    folder.mkdir(parents=True, exist_ok=True)
+    generator = dict(problem["generator"], **(QUICK["generator"] if quick else {}))
+    samples = {"train.nc": QUICK["train_samples"] if quick else problem["train_samples"],
+               "test.nc": problem["samples"]}
+    for seed, (file, count) in enumerate(samples.items()):
+        if not (folder / file).exists():
+            generate(problem["solver"], num_samples=count, seed=seed, out=folder / file,
+                     progress=not quick, **generator)
+    training = {}
+    log = folder / "training.json"
+    if log.exists():
+        training = json.loads(log.read_text())
+    runs = {"best": (problem["surrogate"], budget, dict(target="increment"))}
+    for coarsening in problem["coarsenings"]:
+        runs[f"corrected-{coarsening}"] = (problem["corrector"], corrector_budget,
+                                           dict(target="correction", coarse=coarsening))
+    for run, (model, seconds, options) in runs.items():
+        if (folder / run / "config.json").exists():
+            continue
+        print(f"training {name}/{run} for {seconds:g} s", flush=True)
+        training[run] = _train_within(model, folder / "train.nc", folder / run, seconds, quick,
+                                      **options)
+        log.write_text(json.dumps(training, indent=1))
+    return training
+
+
 def indicator_study(checkpoint: Path, data: Path, samples: int) -> dict:
     """Spearman rank correlation of each indicator's estimate with the true one-step error,
     over every state of the first ``samples`` test trajectories."""
-    import json
-
     import numpy as np
 
-    from ssmpde import data as schema
     from ssmpde.coupling import Conditions, SurrogateStepper
     from ssmpde.coupling.indicators import INDICATORS, indicator_quality, make_indicator
     from ssmpde.coupling.run import _solver_for
+    from ssmpde.data import SAMPLE, TIME, open_dataset
 
     surrogate = SurrogateStepper.from_checkpoint(checkpoint)
-    record = json.loads((checkpoint / "config.json").read_text())
-    solver = _solver_for(record, data)
-    with schema.open_dataset(data) as ds:
-        sub = ds.isel({schema.SAMPLE: slice(0, samples)}).load()
+    with open_dataset(data) as ds:
+        solver = _solver_for(surrogate.record, ds)
+        sub = ds.isel({SAMPLE: slice(0, samples)}).load()
         trajectories = np.stack([sub[f].values for f in solver.fields], axis=2)
         parameters = Conditions.from_dataset(sub)
-        times = sub[schema.TIME].values
+        times = sub[TIME].values
     indicators = {}
     for name in INDICATORS:
         with contextlib.suppress(ValueError):  # ensemble needs a second model
@@ -76,19 +181,24 @@ def indicator_study(checkpoint: Path, data: Path, samples: int) -> dict:
 
 
 def table(rows: list[dict], fine_seconds: float) -> str:
-    lines = ["| configuration | kind | rel. L2 at horizon | wall s | of fine | detail |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| configuration | kind | rel. L2 at horizon | corr. time | wall s | of fine | "
+             "detail |", "|---|---|---|---|---|---|---|"]
     for r in sorted((r for r in rows if "failed" not in r), key=lambda r: r["seconds"]):
         detail = ""
         if r["kind"] == "parareal":
             detail = (f"{r['iterations']} it., {r['fine_steps']} fine steps, "
                       f"{r['serial_seconds']:.3f} s on one core")
+        elif r["kind"] == "corrected":
+            detail = (f"coarse solver {r['solver_seconds']:.3f} s + corrector "
+                      f"{r['surrogate_seconds']:.3f} s")
         elif "surrogate" in r and r["kind"] != "coarse":
             detail = f"{r['surrogate']} surrogate / {r['solver'] + r['fallback']} solver steps"
+        correlation = r.get("correlation_time")
         lines.append(f"| {r['schedule']} | {r['kind']} | {r['final_rel_l2']:.3g} | "
+                     f"{'' if correlation is None else f'{correlation:g}'} | "
                      f"{r['seconds']:.3f} | {r['seconds'] / fine_seconds:.0%} | {detail} |")
     for r in (r for r in rows if "failed" in r):
-        lines.append(f"| {r['schedule']} | {r['kind']} | failed | | | "
+        lines.append(f"| {r['schedule']} | {r['kind']} | failed | | | | "
                      f"{r['failed'].splitlines()[0][:80]} |")
     return "\n".join(lines)
 
@@ -116,7 +226,13 @@ def markdown(result: dict) -> str:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=CACHE,
-                        help="where bench_long_rollout.py left data and checkpoints")
+                        help="data, surrogate and correctors (made there when absent)")
+    parser.add_argument("--budget", type=float, default=240.0,
+                        help="CPU seconds to train each surrogate")
+    parser.add_argument("--corrector-budget", type=float, default=480.0,
+                        help="CPU seconds to train each corrector")
+    parser.add_argument("--prepare", action="store_true",
+                        help="make the data and train the models, then stop")
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
     parser.add_argument("--samples", type=int,
                         help="test trajectories (batch; default 16 for KS, 4 for NS, whose "
@@ -140,6 +256,13 @@ def main(argv=None) -> dict:
     from ssmpde.coupling.run import run_rollout
     from ssmpde.solvers.generate import dask_cluster
 
+    training = {name: prepare(name, args.cache, budget=args.budget,
+                              corrector_budget=args.corrector_budget, quick=args.quick)
+                for name in args.problems}
+    if args.prepare:
+        return {"training": training}
+    import json
+
     result = header("hybrid")
     result.update(workers=args.workers, problems={})
     with dask_cluster("local", args.workers) as (client, _):
@@ -150,9 +273,7 @@ def main(argv=None) -> dict:
                 problem = dict(problem, steps=4, schedules=[
                     "surrogate:1,solver:1", "adaptive:0.01", "parareal:2:1"])
             checkpoint, data = args.cache / name / "best", args.cache / name / "test.nc"
-            if not checkpoint.exists() or not data.exists():
-                raise SystemExit(f"{checkpoint} or {data} is missing: run "
-                                 "python -m benchmarks.bench_long_rollout first")
+            correctors = [args.cache / name / f"corrected-{c}" for c in problem["coarsenings"]]
             client.restart()  # fresh workers: no state carried over between problems
             # Warm-up, untimed: imports, numba compilation and FFT plans in the driver and in
             # every worker (parareal's first fine slices would otherwise pay for them).
@@ -162,7 +283,8 @@ def main(argv=None) -> dict:
             rows = run_rollout(checkpoint, steps=problem["steps"],
                                schedules=problem["schedules"], data=data,
                                samples=f"0:{samples}", pareto=figure, overwrite=True,
-                               executor=client)
+                               executor=client, correctors=correctors,
+                               coarse=problem["baselines"])
             fine = next(r for r in rows if r["schedule"] == "solver, one run")
             verdict = against_coarse(rows)
             # The issue's goal on KS: <= 1 % at the horizon in <= 25 % of the fine solver's
@@ -180,6 +302,8 @@ def main(argv=None) -> dict:
                 "label": problem["label"], "steps": problem["steps"], "samples": samples,
                 "rows": rows,
                 "verdict": verdict["summary"], "goal_met_by": goal, "indicators": quality,
+                "training": json.loads((args.cache / name / "training.json").read_text())
+                if (args.cache / name / "training.json").exists() else {},
                 "figure": portable_path(figure)}
             print(f"\n## {problem['label']}, {problem['steps']} steps, {samples} samples\n")
             print(table(rows, fine["seconds"]))

@@ -25,10 +25,12 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
                  "ks_rollout.png", "ks_pareto.png", "rollout_pareto.png"):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    for run in ("darcy-geomano", "darcy-fno", "navier-stokes-geomano", "navier-stokes-fno"):
+    for run in ("darcy-geomano", "darcy-fno", "navier-stokes-geomano", "navier-stokes-fno",
+                "navier-stokes-corrector"):
         assert (tmp_path / "runs" / run / "weights.safetensors").exists()
     summary = (tmp_path / "summary.md").read_text()
     assert "darcy warm start" in summary and "rollout: adaptive" in summary
+    assert "rollout: corrected 2x2" in summary  # the learned correction, beside the rest
     assert "ks rollout: surrogate:4,solver:1" in summary
     assert "ks rollout: parareal:1:1" in summary and "ks rollout: adaptive:0.001" in summary
     assert "ks rollout: verdict" in summary and "coarse" in summary

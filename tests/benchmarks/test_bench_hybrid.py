@@ -1,5 +1,6 @@
-"""Smoke test of benchmarks/bench_hybrid.py on tiny data and a tiny surrogate: it runs every
-kind of configuration, writes its JSON and figure, and its numbers are consistent."""
+"""Smoke test of benchmarks/bench_hybrid.py on tiny data and a tiny surrogate: it trains tiny
+correctors itself, runs every kind of configuration, writes its JSON and figure, and its
+numbers are consistent."""
 
 import json
 import math
@@ -32,7 +33,14 @@ def test_bench_hybrid_quick(tmp_path):
     assert json.loads(out.read_text())["problems"]["ks"]["steps"] == 4
     rows = result["problems"]["ks"]["rows"]
     kinds = {r["kind"] for r in rows}
-    assert {"solver", "surrogate", "fixed", "adaptive", "parareal", "coarse"} <= kinds
+    assert {"solver", "surrogate", "fixed", "adaptive", "parareal", "coarse",
+            "corrected"} <= kinds
+    corrected = {r["schedule"] for r in rows if r["kind"] == "corrected"}
+    assert corrected == {"corrected 2x5", "corrected 2x10"}
+    training = result["problems"]["ks"]["training"]
+    assert set(training) == {"corrected-2x5", "corrected-2x10"}  # the surrogate was given
+    assert all(t["epochs"] >= 1 and t["target"] == "correction" for t in training.values())
+    assert all(0 <= r["correlation_time"] <= 4 * 0.5 + 1e-9 for r in rows if "failed" not in r)
     for row in rows:
         if "failed" not in row:
             assert row["seconds"] > 0 and math.isfinite(row["final_rel_l2"])
