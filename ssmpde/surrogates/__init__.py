@@ -33,6 +33,7 @@ BUILTIN_MODELS = (
     "fno",
     "geomano",
     "lamo",
+    "lean_fno",
     "mno",
     "ssno",
 )

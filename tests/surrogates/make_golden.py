@@ -5,6 +5,7 @@ change:
     python tests/surrogates/make_golden.py --model ssno    # SS-NO (golden/ssno_tiny.json)
     python tests/surrogates/make_golden.py --model lamo    # LaMO (golden/lamo_tiny.json)
     python tests/surrogates/make_golden.py --model mno     # MNO (golden/mno_tiny.json)
+    python tests/surrogates/make_golden.py --model lean-fno  # lean FNO (golden/lean_fno_tiny.json)
     python tests/surrogates/make_golden.py --model all     # all of them
 """
 
@@ -18,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 #: Model name → the test module holding its GOLDEN path and golden_output().
 MODULES = {"geomano": "tests.surrogates.test_geomano", "ssno": "tests.surrogates.test_ssno",
-           "lamo": "tests.surrogates.test_lamo", "mno": "tests.surrogates.test_mno"}
+           "lamo": "tests.surrogates.test_lamo", "mno": "tests.surrogates.test_mno",
+           "lean-fno": "tests.surrogates.test_lean_fno"}
 
 
 def check_golden(path: Path, out) -> None:
