@@ -67,6 +67,31 @@ def _parse_value(text: str, annotation: Any) -> Any:
     raise argparse.ArgumentTypeError(f"cannot read {text!r}")
 
 
+def _thread_count(text: str) -> int:
+    """``--threads``: a positive integer (argparse turns the error into one line, exit 2)."""
+    from .threads import parse
+
+    try:
+        return parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads in 1..1024, "
+                                         f"got {text!r}") from None
+
+
+def _add_threads(parser, default: str) -> None:
+    parser.add_argument("--threads", type=_thread_count, metavar="N",
+                        help=f"torch, numba and FFTW threads (default: the SSMPDE_THREADS "
+                             f"environment variable, else {default}; see ssmpde.threads)")
+
+
+def _add_compile(parser, dest: str = "compile") -> None:
+    parser.add_argument("--compile", nargs="?", const=True, default=None, metavar="BACKEND",
+                        dest=dest,
+                        help="torch.compile the model (inductor, or the BACKEND named, e.g. "
+                             "aot_eager), refused where its output differs from eager; off "
+                             "by default")
+
+
 def _add_solver_parser(subparsers, name: str) -> None:
     from .solvers.base import get_solver_class
 
@@ -94,6 +119,7 @@ def _add_solver_parser(subparsers, name: str) -> None:
                           "available memory)")
     run.add_argument("--no-progress", action="store_true",
                      help="hide the progress bar (and, on a cluster, the dashboard line)")
+    _add_threads(run, "every core")
     cluster = parser.add_argument_group(
         "dask cluster (writes a zarr store batch by batch; see docs/scale-out.md)")
     cluster.add_argument("--workers", type=int, metavar="N",
@@ -167,6 +193,8 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, default=8)
     evaluate.add_argument("--overwrite", action="store_true",
                           help="replace an existing --out written by ssmpde")
+    _add_threads(evaluate, "as torch starts: every core or OMP_NUM_THREADS")
+    _add_compile(evaluate)
     rollout = commands.add_parser(
         "rollout", help="hybrid solver-surrogate rollouts of a trained time-stepper",
         description="Roll a trained surrogate out with the solver it was trained on, for one "
@@ -197,6 +225,12 @@ def _build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--plot", help="write a figure (.png, .pdf, .svg)")
     rollout.add_argument("--overwrite", action="store_true",
                          help="replace an existing --out or --plot")
+    _add_threads(rollout, "one torch thread, every core for the solver")
+    _add_compile(rollout)
+    rollout.add_argument("--precision", choices=("float32", "bfloat16", "float16"),
+                         default="float32",
+                         help="compute the surrogate in float32 (default) or under 16-bit "
+                              "autocast (errors of 1e-3 to 1e-2 per step against float32)")
     warm = commands.add_parser(
         "warm-start", help="Darcy solves warm-started from a trained surrogate",
         description="Solve fresh Darcy problems by PCG from zero and from the surrogate's "
@@ -225,6 +259,8 @@ def _add_train_parser(commands) -> None:
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--time-limit", type=float, metavar="SECONDS",
                        help="stop after the epoch during which this many seconds passed")
+    _add_threads(train, "as torch starts: every core or OMP_NUM_THREADS")
+    _add_compile(train, dest="train__compile")
     for name, kind, text in (
             ("epochs", int, "number of epochs"), ("batch-size", int, "global batch size"),
             ("lr", float, "peak learning rate (OneCycleLR)"),
@@ -263,7 +299,8 @@ def _generate(args: argparse.Namespace) -> int:
     ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
                   batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
                   progress=not args.no_progress, max_memory=args.max_memory,
-                  scheduler=args.scheduler, workers=args.workers, **config)
+                  scheduler=args.scheduler, workers=args.workers, threads=args.threads,
+                  **config)
     sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {args.out} ({sizes})")
     ds.close()
@@ -325,7 +362,7 @@ def _train(args: argparse.Namespace) -> int:
                     model_overrides=model_options, config=TrainConfig(**train_options),
                     test_data=args.test_data, resume=args.resume,
                     progress=not args.no_progress, time_limit=args.time_limit,
-                    inputs=args.inputs, outputs=args.outputs)
+                    inputs=args.inputs, outputs=args.outputs, threads=args.threads)
     shown = {k: v for k, v in metrics.items() if not isinstance(v, list)}
     print(f"trained {args.model} into {args.out}: {json.dumps(shown)}")
     return 0
@@ -335,7 +372,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .surrogates.train import evaluate
 
     result = evaluate(args.run, args.data, out=args.out, batch_size=args.batch_size,
-                      overwrite=args.overwrite)
+                      overwrite=args.overwrite, threads=args.threads,
+                      compile=args.compile or False)
     print(f"relative L2 on {args.data}: {result['rel_l2']:.5g} (mean over "
           f"{len(result['rel_l2_per_sample'])} samples)")
     if len(result["rel_l2_per_field"]) > 1:
@@ -373,7 +411,8 @@ def _rollout(args: argparse.Namespace) -> int:
                            data=args.data, samples=args.samples, out=args.out,
                            plot=args.plot, overwrite=args.overwrite, coarse=coarse,
                            pareto=args.pareto, executor=executor,
-                           correctors=args.corrector)
+                           correctors=args.corrector, threads=args.threads,
+                           compile=args.compile or False, precision=args.precision)
     print("| schedule | kind | final rel. L2 | wall s | detail |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -12,6 +12,7 @@ from ssmpde.core import gib, high_correlation_time, memory_limit
 from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
                          output_lock, save)
 from ssmpde.solvers import get_solver
+from ssmpde.threads import entry_point, limit_solver
 
 from .baseline import coarse_baselines, solver_run
 from .hybrid import (Adaptive, HybridRolloutError, Parareal, Plan, hybrid_rollout,
@@ -53,9 +54,12 @@ def _solver_for(record: dict, data: Path | xr.Dataset):
                          "the solver; regenerate the data or retrain") from None
 
 
+@entry_point("rollout")
 def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                 samples: str = "0", out=None, plot=None, overwrite: bool = False,
-                coarse=None, pareto=None, executor=None, correctors=()) -> list[dict]:
+                coarse=None, pareto=None, executor=None, correctors=(),
+                threads: int | None = None, compile: bool | str = False,
+                precision: str = "float32") -> list[dict]:
     """Hybrid rollouts of a trained surrogate from the first ``window`` frames of ``samples``
     of ``data`` (default: the training data), for every schedule, against the solver alone,
     beside the honest baseline: the same solver at reduced cost.
@@ -74,6 +78,11 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     coarser, "1x4": time step 4x longer; default a standard set, ``[]`` none). Writes the
     first schedule that ran to the end to ``out`` (netCDF/zarr), a figure to ``plot``, and
     the error-against-wall-time (Pareto) figure of all rows to ``pareto``.
+
+    ``threads``: torch, numba and FFTW threads (default ``SSMPDE_THREADS``, else one torch
+    thread and every core for the solver: :mod:`ssmpde.threads`). ``compile`` and
+    ``precision``: how the surrogate and the correctors run their models
+    (:meth:`~ssmpde.coupling.stepper.SurrogateStepper.configure`; off and float32 by default).
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"--steps must be a positive integer, got {steps!r}")
@@ -82,10 +91,12 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     # Each schedule is parsed once, here: a bad one fails before any work.
     plans = {schedule: parse_schedule(schedule)
              for schedule in dict.fromkeys(["solver", "surrogate", *schedules])}
-    surrogate = stepper_from_checkpoint(checkpoint)
+    surrogate = stepper_from_checkpoint(checkpoint).configure(compile=compile,
+                                                              precision=precision)
     extra = []
     for path in correctors:
-        corrector = stepper_from_checkpoint(path)
+        corrector = stepper_from_checkpoint(path).configure(compile=compile,
+                                                            precision=precision)
         if not isinstance(corrector, CorrectedStepper):
             raise ValueError(f"--corrector {path} is not a corrector of a coarse solver (it "
                              "was not trained with --target correction)")
@@ -99,6 +110,7 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     # The data file is opened and validated once; everything read from it comes from here.
     with open_dataset(data) as ds:
         solver = _solver_for(surrogate.record, ds)
+        limit_solver(solver)
         for stepper in (surrogate, *extra):
             if abs(solver.dt - stepper.dt) > 1e-12 * max(1.0, stepper.dt):
                 raise ValueError(f"the solver's record interval {solver.dt} differs from the "

@@ -4,10 +4,15 @@
 ``weights.safetensors``. It takes and returns NumPy states like a solver
 (``history [batch, window, field, *grid] -> frame [batch, field, *grid]``, float64) and does
 the normalisation, the conditioning channels and the device inside, without gradients.
+Two inference options, both off by default: ``compile`` (``torch.compile`` through
+:func:`ssmpde.surrogates.compiled.compile_model`, which refuses a compiled model whose output
+differs from eager) and ``precision`` (bfloat16 or float16 autocast; its error against
+float32 per model is in ``benchmarks/results/models.json``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,7 +22,52 @@ import torch
 from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
 from ssmpde.surrogates.datasets import Task
 
-__all__ = ["SurrogateStepper"]
+__all__ = ["PRECISIONS", "SurrogateStepper"]
+
+#: The precisions a stepper can run its model in: float32 as trained, or autocast to a
+#: 16-bit type (matrix products, convolutions and what autocast lists; the rest in float32).
+PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def compile_backend(compile: bool | str) -> str | None:
+    """The ``torch.compile`` backend a ``compile`` option names: None (off), ``"inductor"``
+    for True, or the backend given (``"aot_eager"``, ...); a ValueError for an unknown one."""
+    if compile is False or compile is None:
+        return None
+    if compile is True:
+        return "inductor"
+    if not isinstance(compile, str):
+        raise ValueError(f"compile must be true, false or a torch.compile backend name, got "
+                         f"{compile!r}")
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if compile not in known:
+        raise ValueError(f"unknown torch.compile backend {compile!r}; known: {sorted(known)}")
+    return compile
+
+
+class _Inference(torch.nn.Module):
+    """The model as a stepper runs it: compiled on the first call (with that call's input as
+    the example :func:`~ssmpde.surrogates.compiled.compile_model` checks against eager) and/or
+    under autocast to a 16-bit type, the output back in float32."""
+
+    def __init__(self, model: torch.nn.Module, *, backend: str | None,
+                 dtype: torch.dtype | None):
+        super().__init__()
+        self.model, self.backend, self.dtype = model, backend, dtype
+        self.compiled = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        autocast = (torch.autocast(x.device.type, dtype=self.dtype) if self.dtype is not None
+                    else contextlib.nullcontext())
+        with autocast:
+            if self.backend is not None and self.compiled is None:
+                from ssmpde.surrogates.compiled import compile_model
+
+                self.compiled = compile_model(self.model, (x,), backend=self.backend)
+            out = (self.compiled or self.model)(x)
+        return out.float()
 
 
 class SurrogateStepper:
@@ -37,10 +87,15 @@ class SurrogateStepper:
         (time-dependent forcing at the step's ``time``).
     record : dict
         The checkpoint's ``config.json`` as loaded (model, task, normalisers, dataset facts).
+    compile : str or None
+        The ``torch.compile`` backend :meth:`step` runs the model with (None: eager).
+    precision : {"float32", "bfloat16", "float16"}
+        What :meth:`step` computes the model in (see :meth:`configure`).
     """
 
     def __init__(self, model: torch.nn.Module, record: dict, *, device=None,
-                 source: str | None = None):
+                 source: str | None = None, compile: bool | str = False,
+                 precision: str = "float32"):
         task = Task.from_dict(record["task"])
         if task.kind != "rollout":
             raise ValueError("this checkpoint maps inputs to outputs (an operator task, e.g. "
@@ -56,12 +111,46 @@ class SurrogateStepper:
         self.record = record
         self.model = model.to(self.device).eval()
         self._wrapped = normalised_model(self.model, record)
+        self.configure(compile=compile, precision=precision)
 
     @classmethod
-    def from_checkpoint(cls, path, device=None) -> SurrogateStepper:
-        """Load a run directory written by ``ssmpde train`` (config.json + weights)."""
+    def from_checkpoint(cls, path, device=None, *, compile: bool | str = False,
+                        precision: str = "float32") -> SurrogateStepper:
+        """Load a run directory written by ``ssmpde train`` (config.json + weights); the
+        options are those of :meth:`configure`."""
         model, record = load_checkpoint(path, device=device or "cpu")
-        return cls(model, record, device=device, source=str(Path(path).resolve()))
+        return cls(model, record, device=device, source=str(Path(path).resolve()),
+                   compile=compile, precision=precision)
+
+    def configure(self, *, compile: bool | str = False,
+                  precision: str = "float32") -> SurrogateStepper:
+        """Choose how :meth:`step` runs the model; returns the stepper.
+
+        Parameters
+        ----------
+        compile : bool or str
+            False: eager. True or a backend name (``"inductor"``, ``"aot_eager"``, ...):
+            ``torch.compile`` at the first step, through
+            :func:`ssmpde.surrogates.compiled.compile_model`, which checks the compiled
+            output against eager on that step's input and refuses a compiled model that
+            differs.
+        precision : {"float32", "bfloat16", "float16"}
+            float32 computes as trained. The 16-bit types run the model under
+            ``torch.autocast`` (matrix products and convolutions in 16 bits, the rest and
+            the output in float32): relative errors of 1e-3 (float16) to 1e-2 (bfloat16)
+            against float32 per step, which a long rollout compounds. Never on unless asked.
+            On CPUs without native 16-bit arithmetic it is slower, not faster (float16 on
+            most CPUs).
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got "
+                             f"{precision!r}")
+        self.compile = compile_backend(compile)
+        self.precision = precision
+        dtype = PRECISIONS[precision]
+        self._wrapped.model = (self.model if self.compile is None and dtype is None
+                               else _Inference(self.model, backend=self.compile, dtype=dtype))
+        return self
 
     def _conditioning(self, batch: int, parameters: Mapping[str, np.ndarray] | None):
         channels = []

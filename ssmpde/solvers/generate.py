@@ -34,6 +34,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from .. import __version__, core
+from ..threads import entry_point, limit_solver
 from ..data import (SAMPLE, atomic_path, check_output, open_dataset, output_lock,
                     remove_stale_temporaries, save)
 from ._batches import (
@@ -259,11 +260,13 @@ class _Parts:
             self.directory.rmdir()
 
 
+@entry_point("generate")
 def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
              out: str | os.PathLike | None = None, batch_size: int = 8,
              preset: str | None = None, overwrite: bool = False, progress: bool = True,
              max_memory: int | str | None = None, scheduler: str | Client | None = None,
-             workers: int | None = None, retries: int = 2, **config: Any) -> xr.Dataset:
+             workers: int | None = None, retries: int = 2, threads: int | None = None,
+             **config: Any) -> xr.Dataset:
     """Generate a dataset with a registered solver.
 
     Parameters
@@ -311,6 +314,10 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         error writing the store). A worker that dies is handled by the scheduler (its task
         runs again elsewhere, ``distributed.scheduler.allowed-failures`` times); a solver error
         is deterministic and fails the run at once.
+    threads : int, optional
+        numba and FFTW threads (and torch's) of a run in this process (default
+        ``SSMPDE_THREADS``, else every core: :mod:`ssmpde.threads`). Does not change results.
+        The workers of a cluster size their own (see ``workers``).
     **config
         Solver options, e.g. ``viscosity=1e-4, resolution=64``.
 
@@ -356,6 +363,7 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         solver = name
     else:
         solver = get_solver(name, preset=preset, **config)
+    limit_solver(solver)
     out_path = Path(out).expanduser() if out is not None else None
     scheduler, workers = _check_cluster(scheduler, workers, out_path)
     if out_path is not None:
