@@ -53,8 +53,11 @@ PROBLEMS = {
                generator=dict(preset="lpsda", viscosity=0.1, resolution=256,
                               simulation_resolution=512),
                surrogate=("fno", "burgers", {"width": 32}, dict(batch_size=32)),
-               corrector=("lean-fno", "ks-corrector", {}, dict(batch_size=32)),
+               # Every Fourier mode: a coarse step's error lives at the highest resolved ones.
+               corrector=("lean-fno", "ks-corrector", {"modes": [129]}, dict(batch_size=32)),
                coarsenings=["2x5", "2x10"], baselines=["2x1", "1x2", "1x5", "2x2", "2x5", "2x10"],
+               # Variant (c): the 2x5 corrector trained through 4 unrolled coarse steps.
+               unrolled={"2x5": 4},
                schedules=["surrogate:4,solver:1", "surrogate:1,solver:1",
                           *[f"adaptive:{t:g}" for t in (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)],
                           "parareal:5:1", "parareal:5:2", "parareal:10:2"]),
@@ -63,8 +66,9 @@ PROBLEMS = {
                generator=dict(preset="fno-nu1e-4", resolution=64, simulation_resolution=128,
                               time_stepping="cfl", record_interval=1.0, final_time=20.0),
                surrogate=("fno", "navier-stokes", {}, dict(batch_size=8)),
-               corrector=("lean-fno", "ns-corrector", {}, dict(batch_size=8)),
+               corrector=("lean-fno", "ns-corrector", {"modes": [32, 33]}, dict(batch_size=8)),
                coarsenings=["2x1", "2x2"], baselines=["2x1", "1x2", "2x2", "1x5", "2x5"],
+               unrolled={},
                schedules=["surrogate:4,solver:1", "surrogate:1,solver:1",
                           *[f"adaptive:{t:g}" for t in (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)],
                           "parareal:4:1", "parareal:4:2", "parareal:5:2"]),
@@ -145,6 +149,12 @@ def prepare(name: str, cache: Path, *, budget: float, corrector_budget: float,
     for coarsening in problem["coarsenings"]:
         runs[f"corrected-{coarsening}"] = (problem["corrector"], corrector_budget,
                                            dict(target="correction", coarse=coarsening))
+    if not quick:
+        for coarsening, horizon in problem["unrolled"].items():
+            runs[f"corrected-{coarsening}-unrolled{horizon}"] = (
+                problem["corrector"], corrector_budget,
+                dict(target="correction", coarse=coarsening, horizon=horizon,
+                     mode="autoregressive", pushforward=False))
     for run, (model, seconds, options) in runs.items():
         if (folder / run / "config.json").exists():
             continue
@@ -273,7 +283,8 @@ def main(argv=None) -> dict:
                 problem = dict(problem, steps=4, schedules=[
                     "surrogate:1,solver:1", "adaptive:0.01", "parareal:2:1"])
             checkpoint, data = args.cache / name / "best", args.cache / name / "test.nc"
-            correctors = [args.cache / name / f"corrected-{c}" for c in problem["coarsenings"]]
+            correctors = sorted(p for p in (args.cache / name).glob("corrected-*")
+                                if (p / "config.json").exists())
             client.restart()  # fresh workers: no state carried over between problems
             # Warm-up, untimed: imports, numba compilation and FFT plans in the driver and in
             # every worker (parareal's first fine slices would otherwise pay for them).

@@ -74,8 +74,10 @@ class CorrectedStepper(SurrogateStepper):
 
     @property
     def label(self) -> str:
-        """How reports name it: ``corrected 4x5``."""
-        return f"corrected {self.coarsening}"
+        """How reports name it: ``corrected 4x5``, and ``corrected 4x5, unrolled 4`` for a
+        corrector trained through 4 unrolled coarse steps."""
+        horizon = self.record.get("train_config", {}).get("horizon", 1)
+        return f"corrected {self.coarsening}" + (f", unrolled {horizon}" if horizon > 1 else "")
 
     def step(self, history: np.ndarray, *, time: float = 0.0,
              parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:

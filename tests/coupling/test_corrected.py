@@ -217,6 +217,7 @@ def test_unrolled_training_is_the_deployed_corrected_rollout(ks_data, tmp_path):
     assert np.isfinite(metrics["train_loss"]) and "test_rel_l2" in metrics
     stepper = stepper_from_checkpoint(run)
     assert isinstance(stepper, CorrectedStepper)
+    assert stepper.label == "corrected 2x5, unrolled 3"
     model, record = load_checkpoint(run)
     wrapped = normalised_model(model, record)
     with open_dataset(ks_data) as ds:
