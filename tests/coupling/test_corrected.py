@@ -235,3 +235,53 @@ def test_unrolled_training_is_the_deployed_corrected_rollout(ks_data, tmp_path):
     assert float(loss.detach()) == pytest.approx(expected, rel=1e-4)
     grads = torch.autograd.grad(loss, list(model.parameters()))
     assert all(torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
+
+
+def test_cli_trains_a_corrector_and_rolls_it_out_with_no_extra_flags(ks_data, tmp_path,
+                                                                     capsys):
+    from ssmpde.cli import main
+
+    run = tmp_path / "corrector"
+    assert main(["train", "fno", "--data", str(ks_data), "--out", str(run), "--preset",
+                 "burgers", "--epochs", "1", "--window", "1", "--num-test", "2",
+                 "--target", "correction", "--coarse", "2x5", "--model-option", "width=4",
+                 "--model-option", "depth=1", "--model-option", "modes=[4]",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    pareto = tmp_path / "pareto.png"
+    assert main(["rollout", "--checkpoint", str(run), "--steps", "3", "--schedule",
+                 "surrogate", "--coarse", "2x5", "--samples", "0:2", "--pareto",
+                 str(pareto)]) == 0
+    out = capsys.readouterr().out
+    assert "| corrected 2x5 | corrected |" in out
+    assert "| coarse 2x5 (grid 64, dt 0.05) | coarse |" in out
+    assert pareto.exists()
+    assert main(["evaluate", str(run), "--data", str(ks_data)]) == 2
+    assert "evaluated in the loop of that solver" in capsys.readouterr().err
+    assert main(["train", "fno", "--data", str(ks_data), "--out", str(tmp_path / "bad"),
+                 "--target", "correction", "--coarse", "3x1", "--window", "1",
+                 "--no-progress"]) == 2
+    assert "bad coarsening 3x1" in capsys.readouterr().err
+
+
+def test_run_rollout_puts_corrected_rows_beside_the_surrogate_and_the_coarse_solvers(
+        ks_data, ks_corrector, tmp_path):
+    from ssmpde.coupling.baseline import against_coarse
+    from ssmpde.coupling.run import run_rollout
+
+    surrogate = tmp_path / "surrogate"
+    train("fno", ks_data, out=surrogate, preset="burgers", progress=False,
+          model_overrides={"width": 4, "depth": 1, "modes": [4]},
+          config=TrainConfig(epochs=1, batch_size=8, window=1, num_test=2))
+    rows = run_rollout(surrogate, steps=3, schedules=["surrogate"], data=ks_data,
+                       samples="0:2", coarse=["2x5", "2x2"], correctors=[ks_corrector])
+    kinds = {r["schedule"]: r["kind"] for r in rows}
+    assert kinds["corrected 2x5"] == "corrected" and kinds["surrogate"] == "surrogate"
+    corrected = next(r for r in rows if r["kind"] == "corrected")
+    assert 0 < corrected["correlation_time"] <= 3 * 0.1 + 1e-12
+    verdict = against_coarse(rows)  # judged by the same rule as the other learned rows
+    judged = verdict["best"] or verdict["closest"]
+    assert judged["kind"] in ("surrogate", "corrected")
+    with pytest.raises(ValueError, match="not a corrector"):
+        run_rollout(surrogate, steps=1, schedules=["surrogate"], data=ks_data,
+                    correctors=[surrogate])
