@@ -29,7 +29,8 @@ Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
   vectorises at full width whatever the state size (B_l, C_l are scalars there). Those loops
   hold no libm call (Ā uses :func:`_exp`, an inlined polynomial exp within 1 ulp of np.exp)
   and their sums may be reassociated (``fastmath`` without nnan/ninf). The per-position
-  softplus and sigmoids are computed by torch (:func:`_steps`, :func:`_step_grads`).
+  softplus has a vectorisable log1p of its own (:func:`_softplus_kernel`); the sigmoids of
+  the backward are torch's (:func:`_step_grads`).
   (A first version vectorised over ``state`` instead; at state 16 LLVM's unrolled vector body
   never ran and the kernels were scalar, 2-3x slower.)
 * Output and gradient buffers start as NaN (the trick of flash-linear-attention's tests), so an
@@ -156,6 +157,62 @@ def _exp_overload(x):  # pragma: no cover
         return np.inf if x > high else r
 
     return impl
+
+
+def _log1p_unit(t):  # pragma: no cover
+    """log(1 + t) for t in [0, 1] (float32 / float64 scalars). In numba kernels the
+    vectorisable series of :func:`_log1p_unit_overload`; from Python, NumPy's log1p."""
+    return np.log1p(t)
+
+
+def _atanh_series(dtype, terms):
+    """Coefficients 2 / (2i + 1), i = 0..terms-1, of 2 atanh(s) = log((1 + s) / (1 - s))."""
+    return tuple(dtype(2.0 / (2 * i + 1)) for i in range(terms))
+
+
+# With s = t / (2 + t) ≤ 1/3 the series' remainder is below s^(2 terms) / (2 terms + 1):
+# 1e-8 (7 terms, float32) and 2e-17 (16 terms, float64) relative.
+_LOG1P32 = _atanh_series(np.float32, 7)
+_LOG1P64 = _atanh_series(np.float64, 16)
+
+
+@overload(_log1p_unit, jit_options={"fastmath": {"contract"}})
+def _log1p_unit_overload(t):  # pragma: no cover
+    """log(1 + t) = 2 atanh(s) = 2 Σ s^(2i+1) / (2i + 1), s = t / (2 + t) ∈ [0, 1/3]: one
+    division and a polynomial in s², no libm call, so loops over it vectorise."""
+    if not isinstance(t, types.Float):
+        return None
+    coeffs = _LOG1P32 if t.bitwidth == 32 else _LOG1P64
+    top = coeffs[-1]
+    rest = coeffs[-2::-1]
+    two = np.float32(2.0) if t.bitwidth == 32 else 2.0
+
+    def impl(t):
+        s = t / (two + t)
+        s2 = s * s
+        r = top
+        for c in numba.literal_unroll(rest):
+            r = r * s2 + c
+        return r * s
+
+    return impl
+
+
+@numba.njit(parallel=True, cache=True, fastmath={"contract"})
+def _softplus_kernel(x, bias, out):  # pragma: no cover
+    """out = softplus(x + bias) for channel-last ``x, out: [rows, channel]``, ``bias:
+    [channel]``, with torch's threshold (the identity above 20): max(v, 0) +
+    log1p(exp(−|v|)), vectorised (torch's own softplus is a scalar loop on the CPU)."""
+    rows, channels = x.shape
+    zero = x.dtype.type(0)
+    threshold = x.dtype.type(SOFTPLUS_THRESHOLD)
+    for r in numba.prange(rows):
+        x_row = x[r]
+        o_row = out[r]
+        for c in range(channels):
+            v = x_row[c] + bias[c]
+            soft = max(v, zero) + _log1p_unit(_exp(-abs(v)))
+            o_row[c] = v if v > threshold else soft
 
 
 # ---------------------------------------------------------------------------------------
@@ -677,18 +734,20 @@ def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
 
 
 def _steps(delta, delta_bias, delta_softplus, z):
-    """The per-position scalars of the forward, vectorised by torch rather than one libm call
-    per position (numba has no vector exp/log here).
+    """The per-position step Δ = softplus(δ + b) (or δ + b) and the gate silu(z) (empty
+    without z), torch tensors shaped like the channel-last ``delta`` and ``z``.
 
-    ``delta`` and ``z`` are channel-last. Returns torch tensors shaped like ``delta``:
-    x = δ + b, Δ = softplus(x) (or x), and the gate silu(z) (empty without z). x and Δ are
-    saved for the backward (O(batch · channel · length), like the inputs), which then needs
-    no second softplus.
+    The softplus is :func:`_softplus_kernel` (vectorised; within a few ulp of torch's), the
+    same in the forward and in the backward's recomputation.
     """
-    x = delta + delta_bias
-    dt = torch.nn.functional.softplus(x, threshold=SOFTPLUS_THRESHOLD) if delta_softplus else x
+    if delta_softplus:
+        dt = torch.empty_like(delta)
+        _softplus_kernel(delta.reshape(-1, delta.shape[-1]).numpy(), delta_bias.numpy(),
+                         dt.view(-1, delta.shape[-1]).numpy())
+    else:
+        dt = delta + delta_bias
     gate = torch.nn.functional.silu(z) if z.numel() else z
-    return x, dt, gate
+    return dt, gate
 
 
 def _step_grads(x, z, delta_softplus):
@@ -836,7 +895,7 @@ def _scan_1d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.
     saved = _nan((batch, -(-length // chunk), state, channels) if keep else (0, 0, 0, 0),
                  np_dtype)
     y_pre = _nan((batch, length, channels) if keep and z is not None else (0, 0, 0), np_dtype)
-    _, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
+    dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
     _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
                      t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(), h0.numpy(),
                      z is not None, bool(reverse), cpg, width, chunk, out, last, saved, y_pre)
@@ -898,7 +957,8 @@ def _scan_1d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     np_dtype = t["u"].numpy().dtype
     cpg = channels // groups
     width, blocks, chunk = _blocking(batch, groups, cpg, length, state * np_dtype.itemsize)
-    x, dts, _ = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"][:0])
+    dts, _ = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"][:0])
+    x = t["delta"] + t["delta_bias"]
     du = _nan((batch, length, channels), np_dtype)
     ddelta = _nan((batch, length, channels), np_dtype)
     dz = _nan((batch, length, channels) if has_z else (0, 0, 0), np_dtype)
@@ -973,7 +1033,7 @@ def _scan_2d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.
                  else (0, 0, 0, 0, 0), np_dtype)
     y_pre = _nan((batch, height, width, channels) if keep and z is not None
                  else (0, 0, 0, 0), np_dtype)
-    _, dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
+    dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
     _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
                      t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
                      z is not None, cpg, block, chunk, out, saved, y_pre)
@@ -1032,7 +1092,8 @@ def _scan_2d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     cpg = channels // groups
     block, blocks, chunk = _blocking(batch, groups, cpg, height,
                                      width * state * np_dtype.itemsize)
-    x, dts, _ = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"][:0])
+    dts, _ = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"][:0])
+    x = t["delta"] + t["delta_bias"]
     grid = (batch, height, width, channels)
     du = _nan(grid, np_dtype)
     ddelta = _nan(grid, np_dtype)

@@ -210,13 +210,16 @@ class GeoMaNO(nn.Module):
         if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
             raise ValueError(f"GeoMaNO expects input [batch, {', '.join(map(str, expected))}] "
                              f"(in_channels, *grid of its config), got {list(x.shape)}")
-        tokens, points = self.encoder(with_coordinates(x, self.coordinates),
-                                      return_points=True)
+        # The layers run on channel-last tokens [batch, *latent_grid, width]: the layout of
+        # every linear map, norm and scan in them, so no layer copies its tokens around.
+        tokens, points = self.encoder.encode(with_coordinates(x, self.coordinates))
+        tokens = tokens.unflatten(1, self.config.latent_grid)
         if self.config.positional_encoding:
-            tokens = tokens + self.position_embedding.to(tokens.dtype)
+            tokens = tokens + self.position_embedding.movedim(0, -1).to(tokens.dtype)
         for layer in self.layers:
-            tokens = layer(tokens)
-        return self.decoder(tokens, points if self.config.point_skip else None)
+            tokens = layer.forward_channels_last(tokens)
+        return self.decoder.decode(tokens.flatten(1, -2),
+                                   points if self.config.point_skip else None)
 
     def extra_repr(self) -> str:
         c = self.config

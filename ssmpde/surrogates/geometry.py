@@ -81,14 +81,27 @@ class GeometryEncoder(nn.Module):
     def forward(self, x: torch.Tensor, *, return_points: bool = False):
         """``[batch, in_channels, *grid] -> [batch, width, *latent_grid]`` (and the lifted
         point features ``[batch, P, width]`` if ``return_points``)."""
-        y = F.gelu(self.lift(x.flatten(2).transpose(1, 2)))       # [b, P, E]
-        logits = self.weights(y)                                   # [b, P, L]
-        if self.prior is not None:
-            logits = logits + self.prior.to(logits.dtype)
-        w = torch.softmax(logits, dim=-1)
-        z = self.norm(w.transpose(1, 2) @ y)                       # [b, L, E]
+        z, y = self.encode(x)
         tokens = z.transpose(1, 2).unflatten(2, self.latent_grid)
         return (tokens, y) if return_points else tokens
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[batch, in_channels, *grid]`` -> the tokens channel-last, ``[batch, L, width]``,
+        and the lifted point features ``[batch, P, width]``."""
+        y = F.gelu(self.lift(x.flatten(2).transpose(1, 2)))       # [b, P, E]
+        w = _softmax_last(self._logits(y))                         # [b, P, L]
+        return self.norm(w.transpose(1, 2) @ y), y
+
+    def _logits(self, y: torch.Tensor) -> torch.Tensor:
+        """``Linear(Y)`` plus the prior, ``[batch, P, L]``."""
+        if self.prior is None:
+            return self.weights(y)
+        # Bias and prior enter as the matrix product's added term, so the large logits are
+        # written once rather than once more for the sum.
+        shift = (self.prior + self.weights.bias).to(y.dtype)
+        batch = y.shape[0]
+        return torch.baddbmm(shift.expand(batch, -1, -1), y,
+                             self.weights.weight.T.expand(batch, -1, -1))
 
 
 class GeometryDecoder(nn.Module):
@@ -108,8 +121,8 @@ class GeometryDecoder(nn.Module):
         self.grid = tuple(grid)
         self.weights = nn.Linear(width, math.prod(self.grid))
         if latent_grid is not None:
-            self.register_buffer("prior", geometric_prior(grid, latent_grid).T.contiguous(),
-                                 persistent=False)
+            # [P, L], the encoder's prior: the decoder computes its logits point by token.
+            self.register_buffer("prior", geometric_prior(grid, latent_grid), persistent=False)
         else:
             self.prior = None
         self.proj = nn.Linear(width, width)
@@ -123,14 +136,34 @@ class GeometryDecoder(nn.Module):
         are added to X before the head: a skip connection that carries each point's own
         values past the latent bottleneck.
         """
-        tokens = z.flatten(2).transpose(1, 2)                      # [b, L, E]
-        logits = self.weights(tokens)                              # [b, L, P]
+        return self.decode(z.flatten(2).transpose(1, 2), points)
+
+    def decode(self, tokens: torch.Tensor, points: torch.Tensor | None = None) -> torch.Tensor:
+        """The same map from channel-last tokens ``[batch, L, width]``.
+
+        Computed point by token (``[batch, P, L]``), so that the softmax runs over contiguous
+        memory, with bias and prior entering as the matrix product's added term. Each point's
+        weights sum to one, so ``proj(W^T Z) = W^T proj(Z)``: ``proj`` is applied to the L
+        tokens instead of the P points.
+        """
+        batch = tokens.shape[0]
+        shift = self.weights.bias[:, None]                          # [P, 1]
         if self.prior is not None:
-            logits = logits + self.prior.to(logits.dtype)
-        w = torch.softmax(logits, dim=1)
-        y = w.transpose(1, 2) @ tokens                             # [b, P, E]
-        x = self.norm(self.proj(y))
+            shift = shift + self.prior
+        shift = shift.to(tokens.dtype).expand(batch, -1, tokens.shape[1])
+        logits = torch.baddbmm(shift, self.weights.weight.expand(batch, -1, -1),
+                               tokens.transpose(1, 2))             # [b, P, L]
+        y = _softmax_last(logits) @ self.proj(tokens)               # [b, P, E]
+        x = self.norm(y)
         if points is not None:
             x = x + points
         out = self.head(x)                                         # [b, P, out]
         return out.transpose(1, 2).unflatten(2, self.grid)
+
+
+def _softmax_last(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension, in place where autograd does not need the logits
+    (a fresh buffer of this size costs about as much as the softmax itself)."""
+    if logits.requires_grad:
+        return torch.softmax(logits, dim=-1)
+    return torch.softmax(logits, dim=-1, out=logits)

@@ -6,7 +6,8 @@ r"""Layers shared by several surrogates: layout helpers, coordinate channels, th
 * :func:`unit_coordinates` / :func:`with_coordinates`: grid coordinates in [0, 1] as extra
   input channels (GeoMaNO, LaMO, MNO, SS-NO).
 * :class:`ResidualLayer`, the pre-norm residual layer of GeoMaNO and LaMO (GeoMaNO Eq. 8):
-  S = Z + Mixer(LN(Z)), Z' = S + MLP(LN(S)).
+  S = Z + Mixer(LN(Z)), Z' = S + MLP(LN(S)), on ``[batch, width, *grid]`` or, for GeoMaNO,
+  channel-last ``[batch, *grid, width]`` tokens.
 
 The blocks that serve one family of models live beside this module: the selective-scan (S6)
 blocks in :mod:`ssmpde.surrogates.s6`, the attention layers of the MNO comparison in
@@ -68,3 +69,10 @@ class ResidualLayer(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         s = tokens + self.mixer(channels_first(self.norm1(channels_last(tokens))))
         return s + channels_first(self.mlp(self.norm2(channels_last(s))))
+
+    def forward_channels_last(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The same layer on channel-last tokens ``[batch, *grid, width]``, for mixers that
+        have a ``forward_channels_last`` of their own (GeoMaNO's): no layout copies between
+        the norms, the mixer and the MLP."""
+        s = tokens + self.mixer.forward_channels_last(self.norm1(tokens))
+        return s + self.mlp(self.norm2(s))

@@ -27,14 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssmpde.kernels import (
-    cross_merge,
-    cross_merge_2d,
-    cross_scan,
-    cross_scan_2d,
-    selective_scan,
-    selective_scan_2d,
-)
+from ssmpde.kernels import cross_merge_2d, cross_scan_2d, selective_scan, selective_scan_2d
 
 from .layers import channels_first, channels_last
 
@@ -164,41 +157,86 @@ class SelectiveScanMixer(nn.Module):
         self.norm = nn.LayerNorm(inner)
         self.out_proj = nn.Linear(inner, width, bias=False)
 
-    def _directions(self, x: torch.Tensor) -> torch.Tensor:
-        if self.spatial_dims == 1:
-            return torch.stack([x, x.flip(-1)], dim=1)           # [b, 2, inner, L]
-        if self.scan == "2d":
-            return cross_scan_2d(x)                               # [b, 4, inner, H, W]
-        return cross_scan(x)                                      # [b, 4, inner, H·W]
-
-    def _merge(self, y: torch.Tensor, grid) -> torch.Tensor:
-        if self.spatial_dims == 1:
-            return y[:, 0] + y[:, 1].flip(-1)
-        if self.scan == "2d":
-            return cross_merge_2d(y)
-        return cross_merge(y, *grid)
-
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``[batch, width, *grid] -> [batch, width, *grid]``."""
-        batch, _, *grid = tokens.shape
-        x, z = channels_first(self.in_proj(channels_last(tokens))).chunk(2, dim=1)
-        x = self.conv(x)
-        if self.spatial_dims == 1:
-            x = x[..., : grid[0]]  # causal: keep the outputs that saw no future token
-        x = F.silu(x)
-        xs = self._directions(x)
+        return channels_first(self.forward_channels_last(channels_last(tokens).contiguous()))
+
+    def forward_channels_last(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[batch, *grid, width] -> [batch, *grid, width]``: the same map on channel-last
+        tokens, the layout every linear map, norm and scan of the block reads without a copy.
+        """
+        if self.scan == "2d":
+            return self._forward_2d_scan(tokens)
+        batch, *grid, _ = tokens.shape
+        x, z = self.in_proj(tokens).split(self.inner, dim=-1)
+        x = F.silu(self._convolve(x.contiguous()))                # [b, *grid, inner]
+        # One matrix product gives Δ's low-rank input, B and C of every direction (they are
+        # linear in each token, so they are computed in grid order and read in scan order).
+        k, rank, n = self.directions, self.rank, self.state_size
+        projected = F.linear(x, self.x_proj.reshape(k * (rank + 2 * n), self.inner))
+        projected = projected.unflatten(-1, (k, rank + 2 * n))    # [b, *grid, k, R + 2N]
+        A = -torch.exp(self.A_log).unflatten(0, (k, self.inner))
+        D = self.D.unflatten(0, (k, self.inner))
+        R = None if self.R is None else self.R.unflatten(0, (k, self.inner))
+        # Directions k and k + 2 (2D grids) or 0 and 1 (1D) traverse the same order, the
+        # second from the far end: a reversed scan of the same sequence, whose outputs land
+        # on the positions they came from. Odd directions on 2D grids go column by column.
+        orders = {False: x.flatten(1, -2)}
+        if self.spatial_dims == 2:
+            orders[True] = x.transpose(1, 2).flatten(1, 2)      # one copy, shared by two
+        y = None
+        for direction in range(k):
+            transposed = self.spatial_dims == 2 and direction % 2 == 1
+            p = projected[..., direction, :]
+            p = (p.transpose(1, 2) if transposed else p).flatten(1, -2)
+            dt, B, C = p.split([rank, n, n], dim=-1)
+            dt = F.linear(dt, self.dt_proj[direction])            # [b, L, inner]
+            out = selective_scan(
+                orders[transposed].transpose(1, 2), dt.transpose(1, 2), A[direction],
+                B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(),
+                D=D[direction], R=None if R is None else R[direction],
+                delta_bias=self.dt_bias[direction], delta_softplus=True,
+                reverse=direction >= k // 2, backend=self.scan_backend).transpose(1, 2)
+            if transposed:
+                out = out.unflatten(1, (grid[1], grid[0])).transpose(1, 2)
+            else:
+                out = out.unflatten(1, tuple(grid))
+            y = out if y is None else y + out
+        y = self.norm(y) * F.silu(z)
+        return self.out_proj(y)
+
+    def _convolve(self, x: torch.Tensor) -> torch.Tensor:
+        """The depthwise convolution of ``x [b, *grid, inner]`` (contiguous), channel-last in
+        and out: as a 2D convolution in torch's channels_last memory format (a 1D grid is a
+        grid of one row), which reads and writes this layout without copies. The 1D
+        convolution is causal: of its outputs (padding 3 at both ends) it keeps the first
+        ``length``, which saw no future token."""
+        if self.spatial_dims == 2:
+            out = F.conv2d(x.permute(0, 3, 1, 2), self.conv.weight, self.conv.bias, padding=1,
+                           groups=self.inner)
+            return out.permute(0, 2, 3, 1)
+        length = x.shape[1]
+        out = F.conv2d(x.unsqueeze(1).permute(0, 3, 1, 2), self.conv.weight.unsqueeze(2),
+                       self.conv.bias, padding=(0, 3), groups=self.inner)
+        return out.permute(0, 2, 3, 1)[:, 0, :length]
+
+    def _forward_2d_scan(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The 2D scan (Eq. 10) from the four corners: ``[b, H, W, width]`` in and out."""
+        batch, *grid, _ = tokens.shape
+        x, z = channels_first(self.in_proj(tokens)).chunk(2, dim=1)
+        x = F.silu(self.conv(x))
+        xs = cross_scan_2d(x)                                     # [b, 4, inner, H, W]
         projected = torch.einsum("bkd...,kcd->bkc...", xs, self.x_proj)
         dt, B, C = projected.split([self.rank, self.state_size, self.state_size], dim=2)
         dt = torch.einsum("bkr...,kdr->bkd...", dt, self.dt_proj)
         A = -torch.exp(self.A_log)
-        scan = selective_scan_2d if self.scan == "2d" else selective_scan
-        y = scan(xs.flatten(1, 2).contiguous(), dt.flatten(1, 2).contiguous(), A,
-                 B.contiguous(), C.contiguous(), D=self.D, R=self.R,
-                 delta_bias=self.dt_bias.flatten(), delta_softplus=True,
-                 backend=self.scan_backend)
-        y = self._merge(y.unflatten(1, (self.directions, self.inner)), grid)
+        y = selective_scan_2d(xs.flatten(1, 2).contiguous(), dt.flatten(1, 2).contiguous(), A,
+                              B.contiguous(), C.contiguous(), D=self.D, R=self.R,
+                              delta_bias=self.dt_bias.flatten(), delta_softplus=True,
+                              backend=self.scan_backend)
+        y = cross_merge_2d(y.unflatten(1, (self.directions, self.inner)))
         y = self.norm(channels_last(y)) * F.silu(channels_last(z))
-        return channels_first(self.out_proj(y))
+        return self.out_proj(y)
 
 
 # ---------------------------------------------------------------------------------------
