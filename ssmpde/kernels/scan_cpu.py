@@ -870,8 +870,7 @@ def _backward(ctx, grads, present):
 # operator: torch.compile traces through them, under no_grad and inference_mode, without
 # looking inside the numba kernels.
 # ---------------------------------------------------------------------------------------
-@torch.library.custom_op("ssmpde::selective_scan_1d_cpu", mutates_args=())
-def _scan_1d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+def _scan_1d(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
                 C: torch.Tensor, D: torch.Tensor | None, R: torch.Tensor | None,
                 z: torch.Tensor | None, delta_bias: torch.Tensor | None,
                 initial_state: torch.Tensor | None, delta_softplus: bool, reverse: bool,
@@ -901,6 +900,9 @@ def _scan_1d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.
                      z is not None, bool(reverse), cpg, width, chunk, out, last, saved, y_pre)
     return (_channel_first(out).to(u.dtype), torch.from_numpy(last).to(u.dtype),
             torch.from_numpy(saved), torch.from_numpy(y_pre))
+
+
+_scan_1d_op = torch.library.custom_op("ssmpde::selective_scan_1d_cpu", _scan_1d, mutates_args=())
 
 
 @_scan_1d_op.register_fake
@@ -1010,8 +1012,7 @@ def _scan_1d_autograd(ctx, dout, dlast, _saved, _y_pre):
 _scan_1d_op.register_autograd(_scan_1d_autograd, setup_context=_setup_scan_1d)
 
 
-@torch.library.custom_op("ssmpde::selective_scan_2d_cpu", mutates_args=())
-def _scan_2d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+def _scan_2d(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
                 C: torch.Tensor, D: torch.Tensor | None, R: torch.Tensor | None,
                 z: torch.Tensor | None, delta_bias: torch.Tensor | None, delta_softplus: bool,
                 keep: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -1039,6 +1040,9 @@ def _scan_2d_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.
                      z is not None, cpg, block, chunk, out, saved, y_pre)
     return (_channel_first(out).to(u.dtype), torch.from_numpy(saved),
             torch.from_numpy(y_pre))
+
+
+_scan_2d_op = torch.library.custom_op("ssmpde::selective_scan_2d_cpu", _scan_2d, mutates_args=())
 
 
 @_scan_2d_op.register_fake
@@ -1210,9 +1214,11 @@ def selective_scan_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=
     """
     _check_one_grouping(B, C, spatial=1)
     keep = _keep(u, delta, A, B, C, D, R, z, delta_bias, initial_state)
-    out, last, _, _ = torch.ops.ssmpde.selective_scan_1d_cpu(
-        u, delta, A, B, C, D, R, z, delta_bias, initial_state, bool(delta_softplus),
-        bool(reverse), keep)
+    # Eager and without autograd, the operator's implementation is called directly: the
+    # dispatcher's round trip costs tens of microseconds, which short scans notice.
+    scan = _scan_1d_op if keep or torch.compiler.is_compiling() else _scan_1d
+    out, last, _, _ = scan(u, delta, A, B, C, D, R, z, delta_bias, initial_state,
+                           bool(delta_softplus), bool(reverse), keep)
     return (out, last) if return_last_state else out
 
 
@@ -1270,5 +1276,5 @@ def selective_scan_2d_cpu(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     """
     _check_one_grouping(B, C, spatial=2)
     keep = _keep(u, delta, A, B, C, D, R, z, delta_bias)
-    return torch.ops.ssmpde.selective_scan_2d_cpu(u, delta, A, B, C, D, R, z, delta_bias,
-                                                  bool(delta_softplus), keep)[0]
+    scan = _scan_2d_op if keep or torch.compiler.is_compiling() else _scan_2d  # as in 1D
+    return scan(u, delta, A, B, C, D, R, z, delta_bias, bool(delta_softplus), keep)[0]

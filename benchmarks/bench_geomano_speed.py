@@ -1,0 +1,215 @@
+"""GeoMaNO inference step on the CPU: this version against an older one, eager and compiled.
+
+One rollout step (forward, no gradients, float32, one thread) of the Navier–Stokes preset
+(64², 10 frames in, width 256, depth 8, 16×16 tokens) at batch 4, and of the 1D preset on
+Kuramoto–Sivashinsky data (128 points, a window of 4 frames as in
+``benchmarks/bench_ks_learning.py``: width 64, depth 8, 64 tokens) at batch 16. Side by side
+in one process, alternating rounds:
+
+* ``baseline``: the package at ``--baseline`` (a git revision, extracted with ``git archive``
+  and imported under another name), same weights and inputs;
+* ``eager``: this checkout;
+* ``compiled``: this checkout through :func:`ssmpde.surrogates.compiled.compile_model`
+  (inductor), with ``--compile``.
+
+Reported: medians per step, the median of the per-round ratios, the largest relative L2
+difference of each output from the baseline's (or from eager), the load average before and
+after, and with ``--profile`` the operators that take the most time (torch.profiler).
+
+    python -m benchmarks.bench_geomano_speed --baseline 67fb60f --compile --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.common import REPO, RESULTS, header, interleaved, table_row, when, write
+
+#: case: (build arguments, input shape).
+CASES = {
+    "navier-stokes": (dict(preset="navier-stokes"), (4, 10, 64, 64)),
+    "ks": (dict(preset="1d", grid=(128,), in_channels=4), (16, 4, 128)),
+}
+TINY = {
+    "navier-stokes": (dict(preset="navier-stokes", grid=(16, 16), latent_grid=(4, 4),
+                           width=16, depth=1), (2, 10, 16, 16)),
+    "ks": (dict(preset="1d", grid=(32,), latent_grid=(8,), in_channels=4, width=16,
+                depth=1), (2, 4, 32)),
+}
+BASELINE_PACKAGE = "ssmpde_baseline"
+
+
+def import_revision(revision: str, into: Path):
+    """The ``ssmpde`` package of git ``revision`` imported as :data:`BASELINE_PACKAGE`.
+
+    The package is extracted with ``git archive`` into ``into`` and renamed; its absolute
+    imports and its ``torch.library`` namespace are renamed with it, so both versions live in
+    one process.
+    """
+    archive = into / "baseline.tar"
+    subprocess.run(["git", "-C", str(REPO), "archive", "--output", str(archive), revision,
+                    "ssmpde"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    package = into / BASELINE_PACKAGE
+    (into / "ssmpde").rename(package)
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        text = re.sub(r"\bfrom ssmpde([. ])", rf"from {BASELINE_PACKAGE}\1", text)
+        text = re.sub(r"\bimport ssmpde\b", f"import {BASELINE_PACKAGE}", text)
+        text = text.replace('"ssmpde.', f'"{BASELINE_PACKAGE}.').replace(
+            "ssmpde::", f"{BASELINE_PACKAGE}::").replace("torch.ops.ssmpde.",
+                                                          f"torch.ops.{BASELINE_PACKAGE}.")
+        path.write_text(text)
+    sys.path.insert(0, str(into))  # removed again by main
+    return importlib.import_module(f"{BASELINE_PACKAGE}.surrogates")
+
+
+def profile(call, rounds: int = 3, top: int = 8) -> list[dict]:
+    """The ``top`` operators by self CPU time over ``rounds`` calls: name, ms per call, share."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(rounds):
+            call()
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events)
+    return [{"name": e.key, "ms_per_step": e.self_cpu_time_total / 1e3 / rounds,
+             "share": e.self_cpu_time_total / total} for e in events[:top]]
+
+
+def difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    from ssmpde.core import relative_l2
+
+    return float(relative_l2(a, b).max())
+
+
+def run_case(name, build_args, shape, *, baseline, compile_backend, repeats, want_profile):
+    from ssmpde.surrogates import build_model, parameter_count
+
+    torch.manual_seed(0)
+    model = build_model("geomano", **build_args).eval()
+    x = torch.randn(*shape)
+    models = {"eager": model}
+    if baseline is not None:
+        old = baseline.build_model("geomano", **build_args).eval()
+        old.load_state_dict(model.state_dict())
+        models = {"baseline": old, **models}
+    compile_status = None
+    if compile_backend:
+        from ssmpde.surrogates.compiled import compile_model
+
+        compiled = compile_model(model, (x,), backend=compile_backend)
+        compile_status = "compiled" if compiled is not model else "refused"
+        if compiled is not model:
+            models["compiled"] = compiled
+    calls = {key: (lambda m=m: m(x)) for key, m in models.items()}
+    with torch.no_grad():
+        outputs = {key: call() for key, call in calls.items()}
+        reference = outputs.get("baseline", outputs["eager"])
+        load_before = os.getloadavg()
+        timings = interleaved(calls, repeats=repeats, warmup=1, threads=1)
+        load_after = os.getloadavg()
+        profiles = {key: profile(call) for key, call in calls.items()} if want_profile else {}
+    medians = timings.medians()
+    result = {"build": {k: list(v) if isinstance(v, tuple) else v for k, v in build_args.items()},
+              "batch": shape[0], "input_shape": list(shape),
+              "parameters": parameter_count(model),
+              "ms_per_step": {key: 1e3 * s for key, s in medians.items()},
+              "difference_from_" + ("baseline" if baseline else "eager"):
+                  {key: difference(out, reference) for key, out in outputs.items()},
+              "load_average": {"before": list(load_before), "after": list(load_after)},
+              "compile": compile_status}
+    if baseline is not None:
+        for key in models:
+            if key != "baseline":
+                result[f"speedup_{key}"] = float(np.median(timings.ratios("baseline", key)))
+    if "compiled" in models:
+        result["speedup_compiled_over_eager"] = float(np.median(timings.ratios("eager",
+                                                                               "compiled")))
+    if profiles:
+        result["profile"] = profiles
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="git revision to compare against (e.g. a commit)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time the model compiled by compile_model (inductor)")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="top operators per variant")
+    parser.add_argument("--tiny", action="store_true", help="small models (to test the script)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "geomano_speed.json")
+    args = parser.parse_args(argv)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            baseline = import_revision(args.baseline, Path(tmp)) if args.baseline else None
+            cases = TINY if args.tiny else CASES
+            result = header("geomano_speed")
+            result.update({"baseline": args.baseline, "threads": 1, "dtype": "float32",
+                           "torch": torch.__version__, "cases": {}})
+            for name in args.cases:
+                build_args, shape = cases[name]
+                result["cases"][name] = run_case(
+                    name, build_args, shape, baseline=baseline,
+                    compile_backend=args.backend if args.compile else None,
+                    repeats=args.repeats, want_profile=args.profile)
+                report(name, result["cases"][name])
+    finally:
+        torch.set_num_threads(threads)
+        if args.baseline and tmp in sys.path:
+            sys.path.remove(tmp)
+    write(result, args.out)
+    return result
+
+
+def report(name: str, case: dict) -> None:
+    times = ", ".join(f"{key} {ms:.1f} ms" for key, ms in case["ms_per_step"].items())
+    speedups = ", ".join(f"{key[8:]} {value:.2f}x" for key, value in case.items()
+                         if key.startswith("speedup_"))
+    diff = next(v for k, v in case.items() if k.startswith("difference_from_"))
+    load = case["load_average"]["before"][0], case["load_average"]["after"][0]
+    print(f"GeoMaNO {name}, batch {case['batch']}: {times}; {speedups or 'no baseline'}; "
+          f"largest rel. difference {max(diff.values()):.1e}; load {load[0]:.1f} -> "
+          f"{load[1]:.1f}")
+    for key, entries in case.get("profile", {}).items():
+        top = "; ".join(f"{e['name']} {e['ms_per_step']:.1f} ms" for e in entries[:6])
+        print(f"  {key}: {top}")
+
+
+def rows(result: dict) -> list[str]:
+    """This benchmark's rows of the results table."""
+    out = []
+    for name, case in result["cases"].items():
+        ms = case["ms_per_step"]
+        if "baseline" not in ms:
+            continue
+        out.append(table_row(f"GeoMaNO {name} inference step, batch {case['batch']}, 1 thread",
+                             f"{ms['eager']:.1f} ms"
+                             + (f" ({ms['compiled']:.1f} ms compiled)" if "compiled" in ms
+                                else ""),
+                             f"{ms['baseline']:.1f} ms ({result['baseline']})",
+                             f"**{case['speedup_eager']:.2f}x**", when(result)))
+    return out
+
+
+if __name__ == "__main__":
+    main()
