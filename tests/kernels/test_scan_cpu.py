@@ -476,3 +476,124 @@ def test_85x85_grid_matches_the_reference_values_and_gradients():
     torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
     for mine, theirs in zip(fast_grads, ref_grads):
         torch.testing.assert_close(mine, theirs, rtol=1e-9, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------------------
+# The vectorised softplus against torch's.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [f64, f32], ids=["float64", "float32"])
+@settings(max_examples=40)
+@given(values=st.lists(st.floats(-120.0, 60.0, allow_nan=False, width=32), min_size=1,
+                       max_size=70),
+       bias=st.floats(-5.0, 5.0, width=32))
+def test_softplus_kernel_matches_torch(dtype, values, bias):
+    # Over the whole range the scans meet: far below zero (softplus ≈ e^x), around zero,
+    # across the threshold 20 (the identity above it, as torch), a few ulps from torch.
+    x = torch.tensor(values, dtype=dtype).reshape(1, -1)
+    b = torch.full((x.shape[1],), bias, dtype=dtype)
+    out = torch.full_like(x, float("nan"))
+    scan_cpu._softplus_kernel(x.numpy(), b.numpy(), out.numpy())
+    expected = torch.nn.functional.softplus((x + b).double(), threshold=20.0)
+    eps = torch.finfo(dtype).eps
+    # Below e^-87 the float32 exp flushes to zero: Δ there is under 1e-37 either way.
+    torch.testing.assert_close(out.double(), expected, rtol=4 * eps,
+                               atol=1e-37 if dtype == f32 else 1e-300)
+
+
+def test_softplus_kernel_threshold_and_extremes():
+    x = torch.tensor([[19.999, 20.0, 20.001, 40.0, -30.0, -200.0, 0.0]], dtype=f32)
+    out = torch.empty_like(x)
+    scan_cpu._softplus_kernel(x.numpy(), torch.zeros(7).numpy(), out.numpy())
+    torch.testing.assert_close(out, torch.nn.functional.softplus(x), rtol=3e-7, atol=1e-37)
+    assert out[0, 3] == 40.0 and out[0, 5] >= 0.0
+
+
+# ---------------------------------------------------------------------------------------
+# The custom operators: registration, no-grad forwards that keep nothing, torch.compile.
+# ---------------------------------------------------------------------------------------
+def op_inputs(spatial, seed=14, **options):
+    grid = (6,) if spatial == 1 else (3, 4)
+    kw = make_inputs(seed, batch=2, channels=4, state=3, grid=grid, groups=2, **options)
+    args, rest = split(kw)
+    D, R, z, bias = (rest.get(k) for k in ("D", "R", "z", "delta_bias"))
+    if spatial == 1:
+        state = torch.randn(2, 4, 3, dtype=f64, requires_grad=True)
+        return (*args, D, R, z, bias, state, True, True, True)
+    return (*args, D, R, z, bias, True, True)
+
+
+@pytest.mark.parametrize("spatial", [1, 2], ids=["1d", "2d"])
+def test_operators_pass_torch_opcheck(spatial):
+    # Schema, fake implementation (shapes, strides, dtypes), autograd registration and AOT
+    # dispatch, as torch.library documents them; absent optional inputs too.
+    op = scan_cpu._scan_1d_op if spatial == 1 else scan_cpu._scan_2d_op
+    torch.library.opcheck(op, op_inputs(spatial))
+    plain = list(op_inputs(spatial, seed=15, optional=()))
+    torch.library.opcheck(op, tuple(plain))
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode],
+                         ids=["no_grad", "inference_mode"])
+@pytest.mark.parametrize("spatial", [1, 2], ids=["1d", "2d"])
+def test_forward_without_autograd_keeps_no_checkpoints(spatial, mode, monkeypatch):
+    # Parameters still report requires_grad under no_grad: the forward must not take that
+    # as a request for the backward's checkpoints and pre-gate output.
+    name = "_scan_1d_forward" if spatial == 1 else "_scan_2d_forward"
+    kernel = getattr(scan_cpu, name)
+    kept = []
+
+    def spy(*args):
+        kept.append((args[-2].size, args[-1].size))  # saved, y_pre
+        return kernel(*args)
+
+    monkeypatch.setattr(scan_cpu, name, spy)
+    kw = make_inputs(16, batch=1, channels=2, state=2, grid=(5,) if spatial == 1 else (3, 2))
+    args, rest = split(kw)
+    scan = selective_scan_cpu if spatial == 1 else selective_scan_2d_cpu
+    with mode():
+        quiet = scan(*args, **rest)
+    loud = scan(*args, **rest)
+    assert kept[0] == (0, 0) and kept[1][0] > 0 and kept[1][1] > 0
+    assert quiet.grad_fn is None and loud.grad_fn is not None
+    torch.testing.assert_close(quiet, loud, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode],
+                         ids=["no_grad", "inference_mode"])
+def test_compile_traces_through_the_scans(mode):
+    # One graph (fullgraph) under no_grad and inference_mode: the scans are operators, not
+    # numba calls dynamo would have to trace (torch.from_numpy failed under inference_mode).
+    kw1 = {k: v.detach() for k, v in make_inputs(17, batch=2, channels=4, state=3,
+                                                  grid=(9,), groups=2).items()}
+    kw2 = {k: v.detach() for k, v in make_inputs(18, batch=1, channels=2, state=2,
+                                                  grid=(3, 4)).items()}
+
+    def both(a, b):
+        args_a, rest_a = split(a)
+        args_b, rest_b = split(b)
+        return (selective_scan(*args_a, **rest_a, reverse=True, backend="cpu"),
+                selective_scan_2d(*args_b, **rest_b, backend="cpu"))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(both, backend="aot_eager", fullgraph=True)
+    with mode():
+        for eager, traced in zip(both(kw1, kw2), compiled(kw1, kw2)):
+            torch.testing.assert_close(traced, eager, rtol=0, atol=0)
+
+
+def test_compiled_scans_backpropagate_like_eager():
+    kw = make_inputs(19, batch=2, channels=4, state=3, grid=(7,), groups=2)
+    args, rest = split(kw)
+
+    def loss(*tensors):
+        a, r = split(dict(zip(kw, tensors)))
+        out, last = selective_scan_cpu(*a, **r, return_last_state=True)
+        return (out * out.detach().cos()).sum() + last.sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    leaves = list(kw.values())
+    eager_grads = torch.autograd.grad(loss(*leaves), leaves)
+    compiled_grads = torch.autograd.grad(compiled(*leaves), leaves)
+    for name, a, b in zip(kw, compiled_grads, eager_grads):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=lambda m, n=name: f"{n}: {m}")

@@ -210,3 +210,86 @@ def test_preset_parameter_counts_are_stable():
               for p in ("darcy", "navier-stokes")}
     assert counts == {"darcy": 1_074_267, "navier-stokes": 8_100_865}
     assert math.prod(build_model("geomano", preset="darcy").config.latent_grid) == 289
+
+
+# ---------------------------------------------------------------------------------------
+# The fast layouts against GeoMaNO written out (Algorithm 1, Eq. 6, Eq. 7), float64.
+# ---------------------------------------------------------------------------------------
+def mixer_reference(mixer, tokens):
+    """Algorithm 1 as the paper draws it: every direction a flipped or transposed copy,
+    stacked, scanned by the loop reference, mapped back and summed. ``[b, E, *grid]``."""
+    import torch.nn.functional as F
+
+    from ssmpde.kernels import cross_merge, cross_scan, selective_scan_ref
+    from ssmpde.surrogates.layers import channels_first, channels_last
+
+    _, _, *grid = tokens.shape
+    x, z = channels_first(mixer.in_proj(channels_last(tokens))).chunk(2, dim=1)
+    x = mixer.conv(x)
+    if mixer.spatial_dims == 1:
+        x = x[..., : grid[0]]
+    x = F.silu(x)
+    xs = torch.stack([x, x.flip(-1)], dim=1) if mixer.spatial_dims == 1 else cross_scan(x)
+    projected = torch.einsum("bkdl,kcd->bkcl", xs, mixer.x_proj)
+    dt, B, C = projected.split([mixer.rank, mixer.state_size, mixer.state_size], dim=2)
+    dt = torch.einsum("bkrl,kdr->bkdl", dt, mixer.dt_proj)
+    y = selective_scan_ref(xs.flatten(1, 2), dt.flatten(1, 2), -torch.exp(mixer.A_log), B, C,
+                           D=mixer.D, R=mixer.R, delta_bias=mixer.dt_bias.flatten())
+    y = y.unflatten(1, (mixer.directions, mixer.inner))
+    y = y[:, 0] + y[:, 1].flip(-1) if mixer.spatial_dims == 1 else cross_merge(y, *grid)
+    y = mixer.norm(channels_last(y)) * F.silu(channels_last(z))
+    return channels_first(mixer.out_proj(y))
+
+
+def assert_same_map(fast, reference, inputs, parameters):
+    """Equal values, and equal gradients for the inputs and every parameter."""
+    torch.testing.assert_close(fast, reference, rtol=1e-10, atol=1e-12)
+    weights = torch.randn_like(reference)
+    leaves = [*inputs, *parameters]
+    for a, b in zip(torch.autograd.grad((fast * weights).sum(), leaves, retain_graph=True),
+                    torch.autograd.grad((reference * weights).sum(), leaves)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dims, grid", [(2, (5, 7)), (2, (1, 4)), (1, (9,)), (1, (1,))],
+                         ids=["5x7", "1x4", "length9", "length1"])
+def test_mixer_equals_algorithm_1_with_copies(dims, grid):
+    # The mixer scans the reversed directions with reverse=True on one sequence, the column
+    # orders on one transposed copy, and projects every direction in one product in grid
+    # order; the paper's flips, stacks and merges must give the same map.
+    torch.manual_seed(6)
+    mixer = SelectiveScanMixer(8, spatial_dims=dims, state_size=3, scan="1d",
+                               correction="learnable").double()
+    with torch.no_grad():
+        for p in mixer.parameters():
+            p.add_(0.1 * torch.randn_like(p))   # R ≠ 0, D ≠ 1, and so on
+    tokens = torch.randn(2, 8, *grid, dtype=torch.float64, requires_grad=True)
+    assert_same_map(mixer(tokens), mixer_reference(mixer, tokens), [tokens],
+                    list(mixer.parameters()))
+
+
+def test_encoder_and_decoder_equal_equations_6_and_7():
+    import torch.nn.functional as F
+
+    torch.manual_seed(7)
+    model = tiny(grid=(7, 5), latent_grid=(3, 2)).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    encoder, decoder = model.encoder, model.decoder
+    x = torch.randn(2, 3, 7, 5, dtype=torch.float64, requires_grad=True)  # values + coords
+
+    # Eq. 6: Y = GELU(Linear(X)), W = softmax_L(Linear(Y) + prior), Z = LN(W^T Y).
+    y = F.gelu(encoder.lift(x.flatten(2).transpose(1, 2)))
+    w = torch.softmax(encoder.weights(y) + encoder.prior, dim=-1)
+    z = encoder.norm(w.transpose(1, 2) @ y).transpose(1, 2).unflatten(2, (3, 2))
+    tokens, points = encoder(x, return_points=True)
+    assert_same_map(tokens, z, [x], list(encoder.parameters()))
+
+    # Eq. 7, token by point: W = softmax_L(Linear(Z) + prior^T), X = LN(proj(W^T Z)).
+    zz = z.detach().requires_grad_()
+    flat = zz.flatten(2).transpose(1, 2)
+    w = torch.softmax(decoder.weights(flat) + decoder.prior.T, dim=1)
+    expected = decoder.head(decoder.norm(decoder.proj(w.transpose(1, 2) @ flat)) + y)
+    expected = expected.transpose(1, 2).unflatten(2, (7, 5))
+    assert_same_map(decoder(zz, y), expected, [zz], list(decoder.parameters()))
