@@ -66,7 +66,7 @@ class _Inference(torch.nn.Module):
                 from ssmpde.surrogates.compiled import compile_model
 
                 self.compiled = compile_model(self.model, (x,), backend=self.backend)
-            out = (self.compiled or self.model)(x)
+            out = (self.model if self.compiled is None else self.compiled)(x)
         return out.float()
 
 
