@@ -8,6 +8,7 @@ state, and a 4096-step sequence on which a cumulative-product formulation breaks
 import math
 
 import numba
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -597,3 +598,35 @@ def test_compiled_scans_backpropagate_like_eager():
     compiled_grads = torch.autograd.grad(compiled(*leaves), leaves)
     for name, a, b in zip(kw, compiled_grads, eager_grads):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=lambda m, n=name: f"{n}: {m}")
+
+
+@numba.njit
+def _exp_each(x, out):
+    for i in range(x.size):
+        out[i] = scan_cpu._exp(x[i])
+
+
+@pytest.mark.parametrize("dtype, low, high", [(np.float32, -86.5, 88.7),
+                                              (np.float64, -707.5, 709.7)],
+                         ids=["float32", "float64"])
+@settings(max_examples=30)
+@given(data=st.data())
+def test_inlined_exp_within_an_ulp(dtype, low, high, data):
+    # The polynomial exp of the state loops against the exact value (long double), in units
+    # in the last place, over its whole range and densely around 0 (where Ā lives).
+    wide = data.draw(st.lists(st.floats(low, high), min_size=1, max_size=200))
+    near = data.draw(st.lists(st.floats(-2.0, 0.0), min_size=1, max_size=200))
+    x = np.array(wide + near, dtype=dtype)
+    out = np.empty_like(x)
+    _exp_each(x, out)
+    exact = np.exp(x.astype(np.longdouble))
+    ulps = np.abs(out - exact) / np.spacing(exact.astype(dtype)).astype(np.longdouble)
+    assert ulps.max() <= 1.1
+
+
+def test_inlined_exp_edges():
+    x = np.array([-np.inf, -1000.0, -86.6, 0.0, 89.0, np.inf, np.nan], dtype=np.float32)
+    out = np.empty_like(x)
+    _exp_each(x, out)
+    assert out[0] == out[1] == out[2] == 0.0 and out[3] == 1.0
+    assert out[4] == out[5] == np.inf and np.isnan(out[6])
