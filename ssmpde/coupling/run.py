@@ -163,7 +163,8 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         runs[schedule] = result
         rows.append(_row(label, kind, result)
                     | {"correlation_time": high_correlation_time(result.frames, reference,
-                                                                 solver.dt)})
+                                                                 solver.dt)}
+                    | ({"checkpoint": stepper.source} if kind == "corrected" else {}))
     rows += coarse_baselines(solver, history, steps, reference=reference, time=time,
                              parameters=parameters, coarsenings=coarse)
     # The figure and the file show the first schedule that ran to the end.
