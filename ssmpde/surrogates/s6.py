@@ -89,8 +89,13 @@ class SelectiveScanMixer(nn.Module):
     .. math:: h_l = \bar A_l h_{l-1} + \bar B_l x_l,\quad
               y_l = C_l h_l - R\,\bar B_l x_l + D x_l
 
-    runs for all directions at once (directions folded into channels, B/C grouped by
-    direction); the directions are merged by summing, then LayerNorm, times SiLU(z), out_proj.
+    runs in every direction; the directions are merged by summing, then LayerNorm, times
+    SiLU(z), out_proj. With ``scan="1d"`` the block works on channel-last tokens without
+    copying them per direction: a direction and its reverse scan the same sequence (the
+    second with ``reverse=True``, whose outputs land where they came from), column orders
+    read one transposed copy, and Δ, B, C of all directions come from one matrix product in
+    grid order. With ``scan="2d"`` the four corners are flipped copies, scanned at once
+    (directions folded into channels, B/C grouped by direction).
 
     Parameters
     ----------
