@@ -206,8 +206,8 @@ def table(rows: list[dict], fine_seconds: float) -> str:
             detail = (f"{r['iterations']} it., {r['fine_steps']} fine steps, "
                       f"{r['serial_seconds']:.3f} s on one core")
         elif r["kind"] == "corrected":
-            detail = (f"coarse solver {r['solver_seconds']:.3f} s + corrector "
-                      f"{r['surrogate_seconds']:.3f} s")
+            detail = (f"{1e3 * r['seconds'] / r['surrogate']:.2f} ms per step (coarse step "
+                      f"and correction), run {r.get('run', '')}")
         elif "surrogate" in r and r["kind"] != "coarse":
             detail = f"{r['surrogate']} surrogate / {r['solver'] + r['fallback']} solver steps"
         correlation = r.get("correlation_time")
