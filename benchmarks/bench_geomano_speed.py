@@ -12,7 +12,9 @@ in one process, alternating rounds:
 * ``compiled``: this checkout through :func:`ssmpde.surrogates.compiled.compile_model`
   (inductor), with ``--compile``.
 
-Reported: medians per step, the median of the per-round ratios, the largest relative L2
+Timed by the process's CPU time (``--clock wall`` for the wall clock): on one thread that is
+the wall time of a quiet machine, and other jobs disturb it far less. Reported: medians per
+step, the median of the per-round ratios, the largest relative L2
 difference of each output from the baseline's (or from eager), the load average before and
 after, and with ``--profile`` the operators that take the most time (torch.profiler).
 
@@ -31,10 +33,21 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+import time
+
 import numpy as np
 import torch
 
-from benchmarks.common import REPO, RESULTS, header, interleaved, table_row, when, write
+from benchmarks.common import (
+    REPO,
+    RESULTS,
+    header,
+    interleaved,
+    seconds,
+    table_row,
+    when,
+    write,
+)
 
 #: case: (build arguments, input shape).
 CASES = {
@@ -76,6 +89,15 @@ def import_revision(revision: str, into: Path):
     return importlib.import_module(f"{BASELINE_PACKAGE}.surrogates")
 
 
+def cpu_seconds(function):
+    """``(CPU seconds of this process, result)`` of one call: on one thread the wall time a
+    quiet machine would show, much less disturbed than the wall clock by other jobs on a
+    loaded one."""
+    start = time.process_time()
+    result = function()
+    return time.process_time() - start, result
+
+
 def profile(call, rounds: int = 3, top: int = 8) -> list[dict]:
     """The ``top`` operators by self CPU time over ``rounds`` calls: name, ms per call, share."""
     from torch.profiler import ProfilerActivity
@@ -96,7 +118,8 @@ def difference(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(relative_l2(a, b).max())
 
 
-def run_case(name, build_args, shape, *, baseline, compile_backend, repeats, want_profile):
+def run_case(name, build_args, shape, *, baseline, compile_backend, repeats, want_profile,
+             clock):
     from ssmpde.surrogates import build_model, parameter_count
 
     torch.manual_seed(0)
@@ -120,7 +143,8 @@ def run_case(name, build_args, shape, *, baseline, compile_backend, repeats, wan
         outputs = {key: call() for key, call in calls.items()}
         reference = outputs.get("baseline", outputs["eager"])
         load_before = os.getloadavg()
-        timings = interleaved(calls, repeats=repeats, warmup=1, threads=1)
+        timings = interleaved(calls, repeats=repeats, warmup=1, threads=1,
+                              clock=cpu_seconds if clock == "cpu" else seconds)
         load_after = os.getloadavg()
         profiles = {key: profile(call) for key, call in calls.items()} if want_profile else {}
     medians = timings.medians()
@@ -152,6 +176,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--backend", default="inductor", help="torch.compile backend")
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                        help="time by the process's CPU time (default) or the wall clock")
     parser.add_argument("--profile", action="store_true", help="top operators per variant")
     parser.add_argument("--tiny", action="store_true", help="small models (to test the script)")
     parser.add_argument("--out", type=Path, default=RESULTS / "geomano_speed.json")
@@ -165,13 +191,14 @@ def main(argv=None) -> dict:
             cases = TINY if args.tiny else CASES
             result = header("geomano_speed")
             result.update({"baseline": args.baseline, "threads": 1, "dtype": "float32",
+                           "clock": args.clock,
                            "torch": torch.__version__, "cases": {}})
             for name in args.cases:
                 build_args, shape = cases[name]
                 result["cases"][name] = run_case(
                     name, build_args, shape, baseline=baseline,
                     compile_backend=args.backend if args.compile else None,
-                    repeats=args.repeats, want_profile=args.profile)
+                    repeats=args.repeats, want_profile=args.profile, clock=args.clock)
                 report(name, result["cases"][name])
     finally:
         torch.set_num_threads(threads)
