@@ -31,7 +31,6 @@ class ExplicitHeatConfig:
     time_step: float = 0.01
 
 
-@register_solver("test-explicit-heat")
 class ExplicitHeat(TimeDependentSolver):
     """u_t = D u_xx on [0, 1), periodic: second-order differences, forward Euler steps.
 
@@ -73,7 +72,18 @@ class ExplicitHeat(TimeDependentSolver):
 
 
 @pytest.fixture(scope="module")
-def heat_data(tmp_path_factory):
+def explicit_heat():
+    """The heat solver, registered for this module's tests only: the registry smoke tests
+    run every registered solver through the package's whole contract."""
+    from ssmpde.solvers import base
+
+    register_solver("test-explicit-heat")(ExplicitHeat)
+    yield ExplicitHeat
+    base._SOLVERS._classes.pop("test-explicit-heat", None)
+
+
+@pytest.fixture(scope="module")
+def heat_data(explicit_heat, tmp_path_factory):
     path = tmp_path_factory.mktemp("heat") / "heat.nc"
     generate("test-explicit-heat", num_samples=48, seed=0, out=path, progress=False)
     return path
