@@ -96,6 +96,44 @@ def spin(order: str, threads: int) -> float:
     return float(done.stdout.split()[-1])
 
 
+def running() -> int | None:
+    """Processes runnable right now (``procs_running`` of ``/proc/stat``; None off Linux)."""
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("procs_running"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+@contextlib.contextmanager
+def runnable_sampler(result: dict):
+    """Sample :func:`running` every 0.1 s during the block: ``result["runnable"]`` is the
+    mean (this process included), a measure of the load during a phase too short for the
+    one-minute load average."""
+    import threading
+    import time
+
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            value = running()
+            if value is not None:
+                samples.append(value)
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        result["runnable"] = round(sum(samples) / len(samples), 2) if samples else None
+
+
 def phase(run: Path, setup: dict, repeats: int) -> dict:
     """Time the rollout under every setting in alternating rounds; medians of the call and
     of the parts of its rows (hybrid schedule, surrogate alone, solver alone)."""
@@ -114,13 +152,15 @@ def phase(run: Path, setup: dict, repeats: int) -> dict:
             rows[name].append({r["schedule"]: r for r in result})
         return rollout
 
-    before = os.getloadavg()
-    timings = interleaved({name: call(name, threads) for name, threads in SETTINGS.items()},
-                          repeats=repeats, warmup=1)
+    before, sampled = os.getloadavg(), {}
+    with runnable_sampler(sampled):
+        timings = interleaved({name: call(name, threads)
+                               for name, threads in SETTINGS.items()},
+                              repeats=repeats, warmup=1)
     after = os.getloadavg()
     out = {"load_average_1_5_15min": {"before": [round(v, 2) for v in before],
                                       "after": [round(v, 2) for v in after]},
-           "seconds": {}}
+           "runnable_processes_mean": sampled["runnable"], "seconds": {}}
     for name in SETTINGS:
         timed = rows[name][1:]  # the first entry is the warm-up's
         hybrid = [r[SCHEDULE] for r in timed]
@@ -146,7 +186,7 @@ def main(argv=None) -> dict:
     from ssmpde.threads import DEFAULTS, cores
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=9, help="rounds per phase")
+    parser.add_argument("--repeats", type=int, default=15, help="rounds per phase")
     parser.add_argument("--load", type=int, default=1,
                         help="busy processes of the loaded phase (default 1)")
     parser.add_argument("--cache", type=Path,
@@ -192,12 +232,15 @@ def main(argv=None) -> dict:
                   f"{SCHEDULE} row and its surrogate and solver parts. speedup_vs_every_core: "
                   "median over rounds of the every-core call time over the setting's. The "
                   "quiet phase shares the machine with whatever else runs (see the load "
-                  "averages). Spin: CPU seconds burnt per second of sleep right after torch "
-                  "parallel regions on 2 threads, in fresh processes."),
+                  "averages, and runnable_processes_mean: the runnable processes sampled "
+                  "every 0.1 s during the phase, this one included). Spin: CPU seconds burnt "
+                  "per second of sleep right after torch parallel regions on 2 threads, in "
+                  "fresh processes without OMP_WAIT_POLICY in their environment."),
     })
     for name, data in result["phases"].items():
         print(f"{name}: load {data['load_average_1_5_15min']['before'][0]:.1f} -> "
-              f"{data['load_average_1_5_15min']['after'][0]:.1f}")
+              f"{data['load_average_1_5_15min']['after'][0]:.1f}, runnable processes "
+              f"{data['runnable_processes_mean']} on average")
         for setting, seconds in data["seconds"].items():
             print(f"  {setting:10s} call {seconds['call']:.3f} s, hybrid {seconds['hybrid']:.3f} s "
                   f"(surrogate {seconds['hybrid_surrogate']:.3f}, solver "
@@ -213,9 +256,10 @@ def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: the rollout under load, each setting."""
     setup, loaded = result["setup"], result["phases"]["loaded"]
     seconds = loaded["seconds"]
-    load = loaded["load_average_1_5_15min"]["after"][0]
+    load = loaded["runnable_processes_mean"]
     label = (f"Hybrid rollout KS {setup['trajectories']} × {setup['steps']} steps, small FNO, "
-             f"{result['cores']} cores under load (load {load:.1f}): policy (1 torch thread)")
+             f"{result['cores']} cores under load ({load} runnable processes): policy (1 "
+             "torch thread)")
     return [table_row(label, f"{seconds['policy']['call']:.2f} s",
                       f"{seconds['every core']['call']:.2f} s (every pool on every core, the "
                       "old default)",

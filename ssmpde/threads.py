@@ -18,14 +18,16 @@ transforms, keeps its own count). torch's inter-op pool (``torch.jit.fork``, ``a
 the models here never use it) can be sized only once per process, before its first use: it is
 set to ``N`` at the first explicit request that torch still allows, and left alone otherwise.
 
-Defaults, from ``benchmarks/bench_threads.py`` on a 2-core machine (the figures are in
-``benchmarks/results/threads.json``): a hybrid rollout (``rollout``) gives torch **one**
-thread and leaves numba and FFTW at every core. The surrogate's operations there are small
-(one trajectory batch, one step at a time), so a second torch thread buys little on a quiet
-machine, and on a loaded one every OpenMP barrier waits for whichever thread the kernel
-descheduled: the step then takes several times longer. Training, evaluation and generation
-keep the libraries' own counts (every core, or ``OMP_NUM_THREADS``, which ``torchrun`` sets to
-1 per process), where the work per call is large enough to share.
+Defaults, from ``benchmarks/bench_threads.py`` (figures in ``benchmarks/results/threads.json``):
+a hybrid rollout (``rollout``) gives torch **one** thread and leaves numba and FFTW at every
+core. There the surrogate's operations are small (one batch of trajectories, one step at a
+time): on 2 cores a second torch thread made the surrogate's part of a KS rollout with a small
+FNO 1.3-1.9x slower, quiet or under a competing process (every OpenMP barrier waits for
+whichever thread the kernel descheduled), and the whole rollout 1.01-1.4x slower, in every
+run. Training, evaluation and generation keep the libraries' own counts (every core, or
+``OMP_NUM_THREADS``, which ``torchrun`` sets to 1 per process), where the work per call is
+large enough to share; on a machine shared with other jobs, ``SSMPDE_THREADS=1`` is the safe
+choice.
 
 Waiting threads. Between two parallel regions, libgomp (the OpenMP runtime of torch's CPU
 wheels and of numba's ``omp`` layer) lets idle threads spin for a while before they sleep,
@@ -34,7 +36,8 @@ stealing the core a solver thread needs next. ``import ssmpde`` sets ``OMP_WAIT_
 loaded** (``import torch``, or numba's first parallel kernel), so it only takes effect if
 ``ssmpde`` is imported before ``torch``; otherwise export ``OMP_WAIT_POLICY=PASSIVE`` before
 starting Python. Nothing can change it afterwards: there is no runtime call for it.
-:func:`spin_seconds` measures it (``benchmarks/bench_threads.py`` reports both orders).
+:func:`spin_seconds` measures it: about 0.002 CPU seconds per idle second with ``ssmpde``
+imported first, 0.11-0.18 with ``torch`` first (``benchmarks/bench_threads.py``).
 """
 
 from __future__ import annotations

@@ -137,10 +137,11 @@ class SurrogateStepper:
         precision : {"float32", "bfloat16", "float16"}
             float32 computes as trained. The 16-bit types run the model under
             ``torch.autocast`` (matrix products and convolutions in 16 bits, the rest and
-            the output in float32): relative errors of 1e-3 (float16) to 1e-2 (bfloat16)
-            against float32 per step, which a long rollout compounds. Never on unless asked.
-            On CPUs without native 16-bit arithmetic it is slower, not faster (float16 on
-            most CPUs).
+            the output in float32): relative errors against float32 of 6e-4 to 3e-3
+            (float16) and 2e-3 to 4e-2 (bfloat16) per step for the built-in models
+            (``benchmarks/results/models.json``), which a long rollout compounds. Never on
+            unless asked. On a CPU without native 16-bit arithmetic it is slower, not faster
+            (float16 on most CPUs).
         """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got "
