@@ -25,7 +25,7 @@ at batch 1, 4 and 16, one thread, float32 unless the row says otherwise:
   millisecond in this process (an allocator that keeps freed memory can hide part of it);
 * rows in bfloat16 (``torch.autocast``, as ``SurrogateStepper(precision="bfloat16")`` runs
   it) with the relative L2 of its output against float32; float16's error at batch 1 on each
-  model's smallest preset (float16 has no fast path on most CPUs, up to 30x slower here: it
+  model's smallest preset (float16 has no fast path on most CPUs, up to 20x slower here: it
   is timed once, not in rounds);
 * compiled rows (forward at batch 4) for one preset per model (``--compiled``) through
   ``ssmpde.surrogates.compiled.compile_model``, which refuses a compiled model whose output

@@ -23,8 +23,8 @@ a hybrid rollout (``rollout``) gives torch **one** thread and leaves numba and F
 core. There the surrogate's operations are small (one batch of trajectories, one step at a
 time): on 2 cores a second torch thread made the surrogate's part of a KS rollout with a small
 FNO 1.3-1.9x slower, quiet or under a competing process (every OpenMP barrier waits for
-whichever thread the kernel descheduled), and the whole rollout 1.01-1.4x slower, in every
-run. Training, evaluation and generation keep the libraries' own counts (every core, or
+whichever thread the kernel descheduled), and the whole rollout 1.01-1.5x slower, in every
+one of five runs. Training, evaluation and generation keep the libraries' own counts (every core, or
 ``OMP_NUM_THREADS``, which ``torchrun`` sets to 1 per process), where the work per call is
 large enough to share; on a machine shared with other jobs, ``SSMPDE_THREADS=1`` is the safe
 choice.
@@ -37,7 +37,7 @@ loaded** (``import torch``, or numba's first parallel kernel), so it only takes 
 ``ssmpde`` is imported before ``torch``; otherwise export ``OMP_WAIT_POLICY=PASSIVE`` before
 starting Python. Nothing can change it afterwards: there is no runtime call for it.
 :func:`spin_seconds` measures it: about 0.002 CPU seconds per idle second with ``ssmpde``
-imported first, 0.11-0.18 with ``torch`` first (``benchmarks/bench_threads.py``).
+imported first, 0.09-0.18 with ``torch`` first (``benchmarks/bench_threads.py``).
 """
 
 from __future__ import annotations
