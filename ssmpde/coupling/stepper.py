@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+from ssmpde.surrogates.compiled import CompiledOnFirstCall, compile_backend
 from ssmpde.surrogates.datasets import Task
 
 __all__ = ["PRECISIONS", "SurrogateStepper"]
@@ -27,24 +28,6 @@ __all__ = ["PRECISIONS", "SurrogateStepper"]
 #: The precisions a stepper can run its model in: float32 as trained, or autocast to a
 #: 16-bit type (matrix products, convolutions and what autocast lists; the rest in float32).
 PRECISIONS = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def compile_backend(compile: bool | str) -> str | None:
-    """The ``torch.compile`` backend a ``compile`` option names: None (off), ``"inductor"``
-    for True, or the backend given (``"aot_eager"``, ...); a ValueError for an unknown one."""
-    if compile is False or compile is None:
-        return None
-    if compile is True:
-        return "inductor"
-    if not isinstance(compile, str):
-        raise ValueError(f"compile must be true, false or a torch.compile backend name, got "
-                         f"{compile!r}")
-    import torch._dynamo
-
-    known = torch._dynamo.list_backends(exclude_tags=())
-    if compile not in known:
-        raise ValueError(f"unknown torch.compile backend {compile!r}; known: {sorted(known)}")
-    return compile
 
 
 class _Inference(torch.nn.Module):
@@ -55,18 +38,14 @@ class _Inference(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, *, backend: str | None,
                  dtype: torch.dtype | None):
         super().__init__()
-        self.model, self.backend, self.dtype = model, backend, dtype
-        self.compiled = None
+        self.model = model if backend is None else CompiledOnFirstCall(model, backend)
+        self.dtype = dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         autocast = (torch.autocast(x.device.type, dtype=self.dtype) if self.dtype is not None
                     else contextlib.nullcontext())
         with autocast:
-            if self.backend is not None and self.compiled is None:
-                from ssmpde.surrogates.compiled import compile_model
-
-                self.compiled = compile_model(self.model, (x,), backend=self.backend)
-            out = (self.model if self.compiled is None else self.compiled)(x)
+            out = self.model(x)
         return out.float()
 
 

@@ -24,7 +24,10 @@ from torch import nn
 
 from ssmpde.core import Registry, gib, memory_limit
 
-__all__ = ["BUILTIN_MODELS", "ModelConfig", "build_model", "config_from_dict", "instantiate",
+from .compiled import compile_model
+
+__all__ = ["BUILTIN_MODELS", "ModelConfig", "build_model", "compile_model", "config_from_dict",
+           "instantiate",
            "describe_models", "get_model_class", "list_models", "model_from_json",
            "model_to_json", "parameter_count", "register_model"]
 

@@ -36,7 +36,8 @@ from torch import nn
 
 from ssmpde.core import relative_l2
 
-__all__ = ["CompileMismatchError", "CompileMismatchWarning", "compile_model",
+__all__ = ["CompileMismatchError", "CompileMismatchWarning", "CompiledOnFirstCall",
+           "compile_backend", "compile_model",
            "compiled_difference", "default_tolerance"]
 
 #: Largest relative L2 difference (per sample) between compiled and eager outputs accepted
@@ -163,3 +164,36 @@ def _refuse(model, message, on_mismatch, cause=None):
         raise CompileMismatchError(message) from cause
     warnings.warn(f"{message}; running the eager model", CompileMismatchWarning, stacklevel=3)
     return model
+
+
+def compile_backend(compile: bool | str) -> str | None:
+    """The ``torch.compile`` backend a ``compile`` option names: None (off), ``"inductor"``
+    for True, or the backend given; a ValueError for an unknown one."""
+    if compile is False or compile is None:
+        return None
+    if compile is True:
+        return "inductor"
+    if not isinstance(compile, str):
+        raise ValueError(f"compile must be true, false or a torch.compile backend name, got "
+                         f"{compile!r}")
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if compile not in known:
+        raise ValueError(f"unknown torch.compile backend {compile!r}; known: {sorted(known)}")
+    return compile
+
+
+class CompiledOnFirstCall(nn.Module):
+    """``model`` compiled by :func:`~ssmpde.surrogates.compiled.compile_model` at its first
+    call, that call's input the example it checks against eager. The parameters stay the
+    bare model's (the optimiser and the checkpoint use those)."""
+
+    def __init__(self, model: nn.Module, backend: str):
+        super().__init__()
+        self.model, self.backend, self.compiled = model, backend, None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.compiled is None:
+            self.compiled = compile_model(self.model, (x,), backend=self.backend)
+        return self.compiled(x)

@@ -46,6 +46,7 @@ from . import config_from_dict, get_model_class, instantiate
 from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedModel,
                          check_consistent, checkpoint_record, load_checkpoint, normalised_model,
                          normalizers_of, optimizer_state, recover, save_run, validate_record)
+from .compiled import CompiledOnFirstCall, compile_backend
 from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
                          coarse_solver, fit_corrections)
 from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
@@ -172,41 +173,6 @@ class TrainConfig:
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
         compile_backend(self.compile)
-
-
-def compile_backend(compile: bool | str) -> str | None:
-    """The ``torch.compile`` backend a ``compile`` option names: None (off), ``"inductor"``
-    for True, or the backend given; a ValueError for an unknown one."""
-    if compile is False or compile is None:
-        return None
-    if compile is True:
-        return "inductor"
-    if not isinstance(compile, str):
-        raise ValueError(f"compile must be true, false or a torch.compile backend name, got "
-                         f"{compile!r}")
-    import torch._dynamo
-
-    known = torch._dynamo.list_backends(exclude_tags=())
-    if compile not in known:
-        raise ValueError(f"unknown torch.compile backend {compile!r}; known: {sorted(known)}")
-    return compile
-
-
-class _CompiledOnFirstCall(nn.Module):
-    """``model`` compiled by :func:`~ssmpde.surrogates.compiled.compile_model` at its first
-    call, that call's input the example it checks against eager. The parameters stay the
-    bare model's (the optimiser and the checkpoint use those)."""
-
-    def __init__(self, model: nn.Module, backend: str):
-        super().__init__()
-        self.model, self.backend, self.compiled = model, backend, None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.compiled is None:
-            from .compiled import compile_model
-
-            self.compiled = compile_model(self.model, (x,), backend=self.backend)
-        return self.compiled(x)
 
 
 def check_device(name) -> torch.device:
@@ -681,8 +647,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     wrapped = NormalisedModel(model, task, normalizers)
     backend = compile_backend(config.compile)
     if backend is not None:
-        wrapped.model = _CompiledOnFirstCall(model, backend)
-        evaluator.model = _CompiledOnFirstCall(evaluator.model, backend)
+        wrapped.model = CompiledOnFirstCall(model, backend)
+        evaluator.model = CompiledOnFirstCall(evaluator.model, backend)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_set) / config.batch_size)
@@ -763,7 +729,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
                          f"--checkpoint {run} --data DATA'")
     wrapped = normalised_model(model, record)
     if backend is not None:
-        wrapped.model = _CompiledOnFirstCall(model, backend)
+        wrapped.model = CompiledOnFirstCall(model, backend)
     with open_dataset(data) as ds:
         needed = [parse_selector(v)[0] for v in (*task.inputs, *task.outputs,
                                                   *task.conditioning)]
