@@ -170,3 +170,12 @@ def test_idle_threads_sleep_when_ssmpde_comes_first():
 
 def test_docstring_examples():
     assert doctest.testmod(threads).failed == 0
+
+
+def test_solvers_plan_with_at_most_the_policy_count():
+    from ssmpde import threads
+    from ssmpde.solvers.spectral import default_threads, solver_threads
+
+    with threads.limited(1):
+        assert solver_threads() == 1
+    assert solver_threads() <= default_threads()

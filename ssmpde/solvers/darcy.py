@@ -24,7 +24,7 @@ import xarray as xr
 from ..data import X, Y, grid_coordinates
 from .base import Solver, VariableSpec, register_solver
 from .random_fields import NeumannGRF, sample_rng
-from .spectral import default_threads
+from .spectral import solver_threads
 
 __all__ = ["Darcy", "DarcyConfig", "reference_matrix"]
 
@@ -321,7 +321,7 @@ class Darcy(Solver):
 
     def __init__(self, *, threads: int | None = None, **config: Any) -> None:
         super().__init__(**config)
-        self.threads = default_threads() if threads is None else max(1, int(threads))
+        self.threads = solver_threads() if threads is None else max(1, int(threads))
         self._grf: NeumannGRF | None = None
         if self.config.coefficient == "bumps":
             self.references = (f"{type(self).references}; Takamoto et al., PDEBench: An "

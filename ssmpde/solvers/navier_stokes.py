@@ -22,7 +22,7 @@ from ..data import TIME, X, Y
 from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, check_ranged,
                    check_strided_grid, positive_finite, register_solver, whole_multiple)
 from .random_fields import PeriodicGRF, sample_rng
-from .spectral import (RealFFT, dealias_mask, default_threads, derivative_wavenumbers,
+from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, solver_threads,
                        spectral_resample, wavenumbers)
 
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "forcing_field",
@@ -369,7 +369,7 @@ class _Engine:
         m = n // 2 + 1
         self.w_hat = np.zeros((batch, n, m), dtype=np.complex128)
         self.previous = np.zeros((batch, n, m), dtype=np.complex128)
-        cores = default_threads() if threads is None else max(1, int(threads))
+        cores = solver_threads() if threads is None else max(1, int(threads))
         # ~12 grid-sized fields per sample; the cache is shared by the groups running at once
         # (at 256² on two cores: one sample per group, 1.35x faster than two).
         fits = max(1, _CACHE_BUDGET // (cores * 12 * n * n * 8))

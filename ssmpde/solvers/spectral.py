@@ -55,6 +55,15 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def solver_threads() -> int:
+    """Threads a solver plans its FFTs and kernels with: every core, at most the count the
+    thread policy in effect allows (``--threads``, ``SSMPDE_THREADS``; :mod:`ssmpde.threads`)."""
+    from ssmpde.threads import fftw_limit
+
+    limit = fftw_limit()
+    return default_threads() if limit is None else max(1, min(default_threads(), limit))
+
+
 def _check_n(n: int) -> int:
     if not isinstance(n, (int, np.integer)) or n < 2 or n % 2:
         raise ValueError(f"spectral grids need an even number of points >= 2, got n={n!r}")
@@ -172,7 +181,7 @@ class RealFFT:
         # Threads pay off only on large grids. Decided by the grid, never the batch: the
         # plan (hence every rounding) must not depend on how many samples share it.
         if threads is None:
-            threads = default_threads() if self.n ** ndim >= _THREADED_GRID_SIZE else 1
+            threads = solver_threads() if self.n ** ndim >= _THREADED_GRID_SIZE else 1
         self.threads = int(threads)
         self.batch_shape = tuple(int(b) for b in batch_shape)
         grid = (self.n,) * ndim
