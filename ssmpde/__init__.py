@@ -6,7 +6,8 @@ import os as _os
 
 # numba's OpenMP workers spin after each parallel region; FFTW's threads then fight them for
 # the cores and a step takes ten times longer. Passive waiting fixes that; a user's own
-# setting wins. (Read when the OpenMP runtime starts, i.e. at the first parallel kernel.)
+# setting wins. (Read once, when the OpenMP runtime loads, i.e. at `import torch`: import
+# ssmpde before torch for it to take effect; measured in benchmarks/bench_threads.py.)
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
