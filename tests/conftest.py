@@ -37,3 +37,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def compile_calls(monkeypatch):
+    """Every call of compile_model, by its backend (the real function still runs)."""
+    from ssmpde.surrogates import compiled
+
+    calls = []
+    real = compiled.compile_model
+
+    def spy(model, example_inputs, *, backend="inductor", **kwargs):
+        calls.append(backend)
+        return real(model, example_inputs, backend=backend, **kwargs)
+
+    monkeypatch.setattr(compiled, "compile_model", spy)
+    return calls

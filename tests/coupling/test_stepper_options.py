@@ -65,22 +65,6 @@ def test_bad_options_are_refused(run):
         SurrogateStepper.from_checkpoint(run, compile=3)
 
 
-@pytest.fixture
-def compile_calls(monkeypatch):
-    """Every call of compile_model, by its backend (the real function still runs)."""
-    from ssmpde.surrogates import compiled
-
-    calls = []
-    real = compiled.compile_model
-
-    def spy(model, example_inputs, *, backend="inductor", **kwargs):
-        calls.append(backend)
-        return real(model, example_inputs, backend=backend, **kwargs)
-
-    monkeypatch.setattr(compiled, "compile_model", spy)
-    return calls
-
-
 def test_compile_option_compiles_once_and_matches_eager(run, inputs, compile_calls):
     eager = SurrogateStepper.from_checkpoint(run).step(**inputs)
     stepper = SurrogateStepper.from_checkpoint(run, compile="aot_eager")

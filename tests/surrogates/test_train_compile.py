@@ -23,22 +23,6 @@ def data(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def compile_calls(monkeypatch):
-    """Every call of compile_model, by its backend (the real function still runs)."""
-    from ssmpde.surrogates import compiled
-
-    calls = []
-    real = compiled.compile_model
-
-    def spy(model, example_inputs, *, backend="inductor", **kwargs):
-        calls.append(backend)
-        return real(model, example_inputs, backend=backend, **kwargs)
-
-    monkeypatch.setattr(compiled, "compile_model", spy)
-    return calls
-
-
 @pytest.mark.parametrize("value, message", [("no-such-backend", "unknown torch.compile"),
                                             (2, "compile must be"), (1.0, "compile must be")])
 def test_bad_compile_values_fail_when_the_config_is_made(value, message):
