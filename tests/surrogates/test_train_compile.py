@@ -30,6 +30,7 @@ def test_bad_compile_values_fail_when_the_config_is_made(value, message):
         TrainConfig(compile=value)
 
 
+@pytest.mark.slow  # 15 s: torch.compile of a training step, twice
 def test_compiled_training_matches_eager_and_resumes_across_the_switch(tmp_path, data,
                                                                        compile_calls):
     common = dict(model_overrides=MODEL, preset="burgers", progress=False)
