@@ -32,6 +32,7 @@ SECTIONS = (
     ("ks", "benchmarks.bench_ks"),
     ("burgers", "benchmarks.bench_burgers"),
     ("geomano", "benchmarks.bench_geomano"),
+    ("geomano_speed", "benchmarks.bench_geomano_speed"),
     ("ssno", "benchmarks.bench_ssno"),
     ("ssd", "benchmarks.bench_ssd"),
     ("ks_learning", "benchmarks.bench_ks_learning"),

@@ -7,7 +7,8 @@ Kuramoto–Sivashinsky data (128 points, a window of 4 frames as in
 in one process, alternating rounds:
 
 * ``baseline``: the package at ``--baseline`` (a git revision, extracted with ``git archive``
-  and imported under another name), same weights and inputs;
+  and imported under another name from its own folder, the interpreter's module search
+  path untouched), same weights and inputs;
 * ``eager``: this checkout;
 * ``compiled``: this checkout through :func:`ssmpde.surrogates.compiled.compile_model`
   (inductor), with ``--compile``.
@@ -25,15 +26,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 import tarfile
 import tempfile
-from pathlib import Path
-
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -64,29 +65,43 @@ BASELINE_PACKAGE = "ssmpde_baseline"
 
 
 def import_revision(revision: str, into: Path):
-    """The ``ssmpde`` package of git ``revision`` imported as :data:`BASELINE_PACKAGE`.
+    """The ``ssmpde`` package of git ``revision`` imported as :data:`BASELINE_PACKAGE`
+    (with a numeric suffix if this process imported a baseline already).
 
     The package is extracted with ``git archive`` into ``into`` and renamed; its absolute
     imports and its ``torch.library`` namespace are renamed with it, so both versions live in
-    one process.
+    one process. The package is imported from its folder by location
+    (:func:`importlib.util.spec_from_file_location`); its submodules are then found through
+    the package's own ``__path__``, so the interpreter's module search path is left as it is.
     """
+    name, count = BASELINE_PACKAGE, 1
+    while name in sys.modules:  # torch.library namespaces cannot be registered twice
+        name, count = f"{BASELINE_PACKAGE}_{count}", count + 1
     archive = into / "baseline.tar"
     subprocess.run(["git", "-C", str(REPO), "archive", "--output", str(archive), revision,
                     "ssmpde"], check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
-    package = into / BASELINE_PACKAGE
+    package = into / name
     (into / "ssmpde").rename(package)
     for path in package.rglob("*.py"):
         text = path.read_text()
-        text = re.sub(r"\bfrom ssmpde([. ])", rf"from {BASELINE_PACKAGE}\1", text)
-        text = re.sub(r"\bimport ssmpde\b", f"import {BASELINE_PACKAGE}", text)
-        text = text.replace('"ssmpde.', f'"{BASELINE_PACKAGE}.').replace(
-            "ssmpde::", f"{BASELINE_PACKAGE}::").replace("torch.ops.ssmpde.",
-                                                          f"torch.ops.{BASELINE_PACKAGE}.")
+        text = re.sub(r"\bfrom ssmpde([. ])", rf"from {name}\1", text)
+        text = re.sub(r"\bimport ssmpde\b", f"import {name}", text)
+        text = text.replace('"ssmpde.', f'"{name}.').replace(
+            "ssmpde::", f"{name}::").replace("torch.ops.ssmpde.", f"torch.ops.{name}.")
         path.write_text(text)
-    sys.path.insert(0, str(into))  # removed again by main
-    return importlib.import_module(f"{BASELINE_PACKAGE}.surrogates")
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        return importlib.import_module(f"{name}.surrogates")
+    except BaseException:
+        for key in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
+            del sys.modules[key]
+        raise
 
 
 def cpu_seconds(function):
@@ -183,6 +198,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=RESULTS / "geomano_speed.json")
     args = parser.parse_args(argv)
 
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -202,8 +219,6 @@ def main(argv=None) -> dict:
                 report(name, result["cases"][name])
     finally:
         torch.set_num_threads(threads)
-        if args.baseline and tmp in sys.path:
-            sys.path.remove(tmp)
     write(result, args.out)
     return result
 
