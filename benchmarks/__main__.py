@@ -39,6 +39,8 @@ SECTIONS = (
     ("mno", "benchmarks.bench_mno"),
     ("training_darcy", "benchmarks.bench_training"),
     ("training_navier-stokes", "benchmarks.bench_training"),
+    ("models", "benchmarks.bench_models"),
+    ("threads", "benchmarks.bench_threads"),
 )
 FOOTER = ("Reproduce: `python -m benchmarks` (`--all` for the long ones; "
           "`benchmarks/bench_training.py` for the training comparisons).")
