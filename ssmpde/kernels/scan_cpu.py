@@ -784,6 +784,32 @@ MIN_BLOCK = 16
 SCRATCH_BYTES = 32 << 20
 
 
+_numba_pool_started = False
+
+
+def _numba_threads() -> int:
+    """numba's thread count in this thread, starting numba's thread pool without touching
+    torch's.
+
+    numba's OpenMP threading layer and torch share one OpenMP runtime, and starting numba's
+    pool (its first parallel kernel, or the first ``numba.get_num_threads()``) sets that
+    runtime's thread count to numba's, which torch's parallel regions then use (e.g. 2
+    instead of ``OMP_NUM_THREADS=1``). torch's count is put back, so the first scan in a
+    process does not change how many threads torch uses from then on, nor the bits of
+    torch's thread-partitioned reductions (the gradients of LayerNorm and depthwise
+    convolution parameters): a run continued in another process stays bit-identical.
+    """
+    global _numba_pool_started
+    if _numba_pool_started:
+        return numba.get_num_threads()
+    before = torch.get_num_threads()
+    threads = numba.get_num_threads()
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+    _numba_pool_started = True
+    return threads
+
+
 def _blocking(batch, groups, channels_per_group, steps, step_bytes):
     """(block width, number of blocks, chunk) for the kernels.
 
@@ -798,7 +824,7 @@ def _blocking(batch, groups, channels_per_group, steps, step_bytes):
     chunk = max(1, math.isqrt(steps // 2))
     per_channel = (-(-steps // chunk) + 2 * chunk + 1) * step_bytes
     widest = max(MIN_BLOCK, min(MAX_BLOCK, SCRATCH_BYTES // per_channel // 16 * 16))
-    threads = numba.get_num_threads()
+    threads = _numba_threads()  # before any kernel: see _numba_threads
     blocks = max(-(-channels_per_group // widest),
                  min(-(-channels_per_group // MIN_BLOCK),
                      -(-2 * threads // (batch * groups))))
