@@ -131,8 +131,13 @@ def current() -> Settings:
     import numba
 
     torch = sys.modules.get("torch")
-    return Settings(torch=torch.get_num_threads() if torch is not None else None,
-                    numba=numba.get_num_threads(), fftw=_limit)
+    torch_threads = torch.get_num_threads() if torch is not None else None
+    # The first call starts numba's OpenMP pool, which sets the OpenMP runtime it shares
+    # with torch to numba's count: torch's own count is put back.
+    numba_threads = numba.get_num_threads()
+    if torch is not None and torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
+    return Settings(torch=torch_threads, numba=numba_threads, fftw=_limit)
 
 
 def fftw_limit() -> int | None:
