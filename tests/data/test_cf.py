@@ -16,7 +16,8 @@ import pytest
 import xarray as xr
 
 from ssmpde.data import (BOUNDS_DIM, CONVENTIONS, GRID_PLACEMENT, boundary_conditions_of,
-                         load_dataset, parse_boundary_conditions, save, vectors_of)
+                         convert, load_dataset, parse_boundary_conditions, roles_of, save,
+                         vectors_of)
 from ssmpde.solvers import list_solvers
 from ssmpde.solvers.base import get_solver_class
 
@@ -179,3 +180,16 @@ def test_cf_xarray_recognises_the_axes(written):
             assert raw.cf.bounds["x"] == ["x_bounds"] and raw.cf.bounds["y"] == ["y_bounds"]
         # the bounds are coordinates for any xarray reader, never data variables
         assert not any(BOUNDS_DIM in var.dims for var in raw.data_vars.values())
+
+
+def test_roles_and_grid_metadata_survive_netcdf_zarr_round_trips(written, tmp_path):
+    label, path, ds = written
+    there = convert(path, tmp_path / f"{label}.zarr")
+    back = convert(there, tmp_path / f"{label}.nc")
+    with load_dataset(there) as zarr_ds, load_dataset(back) as again:
+        for copy in (zarr_ds, again):
+            xr.testing.assert_identical(copy, ds)  # values and every attribute
+            assert roles_of(copy) == roles_of(ds)
+            assert boundary_conditions_of(copy) == boundary_conditions_of(ds)
+            assert vectors_of(copy) == vectors_of(ds)
+            assert set(copy.coords) == set(ds.coords)  # bounds stay coordinates
