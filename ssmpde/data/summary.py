@@ -12,6 +12,7 @@ import netCDF4
 import numpy as np
 import xarray as xr
 
+from . import formats
 from .files import _open_dataset
 from .progress import PROGRESS_ATTR, store_progress
 from .schema import (
@@ -49,6 +50,9 @@ def _disk_size(path: pathlib.Path) -> int:
 
 
 def _file_format(path: pathlib.Path) -> str:
+    foreign = formats.sniff(path)
+    if foreign is not None:
+        return f"{foreign.NAME} ({foreign.DESCRIPTION})"
     if path.is_dir():
         return "zarr (format 3)" if (path / "zarr.json").is_file() else "zarr (format 2)"
     with netCDF4.Dataset(path) as nc:
