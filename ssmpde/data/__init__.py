@@ -31,6 +31,8 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 * :mod:`ssmpde.data.outputs`: atomic writes and write locks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;
+* :mod:`ssmpde.data.formats`: the registry of foreign formats (:mod:`ssmpde.data.pdebench`, ...)
+  that :func:`open_dataset` reads and :func:`convert` writes;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
 * :mod:`ssmpde.data.store`: zarr stores written in parallel;
 * :mod:`ssmpde.data.summary`: :func:`describe`;
@@ -51,6 +53,7 @@ from .files import (
     NETCDF_SUFFIXES,
     ZARR_FORMAT,
     ZARR_SUFFIXES,
+    Conversion,
     check_output,
     convert,
     is_ssmpde_output,
@@ -119,6 +122,7 @@ __all__ = [
     "Y",
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
+    "Conversion",
     "DatasetFileError",
     "OutputLockedError",
     "SchemaError",
