@@ -86,7 +86,9 @@ __all__ = [
     "SPLITS",
     "SPLIT_FRACTIONS",
     "STATS_FILE",
+    "dataset_name",
     "export",
+    "is_export",
     "open",
     "sniff",
     "split_sizes",
@@ -620,6 +622,26 @@ def _write_field(group, ds: xr.Dataset, field: _Field, positions: np.ndarray,
     data.attrs["time_varying"] = np.bool_(field.time_varying)
 
 
+def dataset_name(ds: xr.Dataset) -> str:
+    """The ``dataset_name`` :func:`export` gives ``ds``: its equation in The Well's style
+    (``navier-stokes`` → ``navier_stokes``); The Well's loaders only require it to be the same in
+    every file of a dataset."""
+    equation = str(ds.attrs.get("ssmpde_equation", "")).strip() or "ssmpde"
+    return "".join(c if c.isalnum() else "_" for c in equation)
+
+
+def is_export(path: str | os.PathLike) -> bool:
+    """Whether the Well file or directory at ``path`` was written by :func:`export` (it
+    carries the ``ssmpde_metadata`` dataset), so that ``overwrite`` may replace it."""
+    try:
+        first = _files(pathlib.Path(os.fspath(path)).expanduser())[0]
+        h5py = _h5py()
+        with h5py.File(first, "r") as f:
+            return METADATA in f and "n_trajectories" in f.attrs
+    except (OSError, ValueError, ImportError):
+        return False
+
+
 def export(ds: xr.Dataset, path: str | os.PathLike, *,
            splits: Sequence[float] = SPLIT_FRACTIONS) -> list[str]:
     """Write ``ds`` in The Well's format, for The Well's ``WellDataset`` and ``WellDataModule``.
@@ -630,10 +652,10 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
         An ssmpde dataset with a ``time`` dimension (1D or 2D grid).
     path : str or os.PathLike
         A directory (the dataset's directory: ``data/train``, ``data/valid``, ``data/test`` and
-        ``stats.yaml`` go under it, and its name is the ``dataset_name``), or a file ending in
-        ``.hdf5`` or ``.h5`` (all samples in that one file, no statistics). Whatever is at
-        ``path`` is replaced whole, atomically: check the output policy first
-        (:func:`ssmpde.data.check_output`).
+        ``stats.yaml`` go under it), or a file ending in ``.hdf5`` or ``.h5`` (all samples in
+        that one file, no statistics). Whatever is at
+        ``path`` must not exist yet; it appears whole or not at all (written under a temporary
+        name). :func:`ssmpde.data.convert` adds the output policy (``overwrite``, locks).
     splits : sequence of three float
         Shares of the samples for ``train``, ``valid`` and ``test`` (see :func:`split_sizes`:
         contiguous blocks in sample order). The default ``(0.8, 0.1, 0.1)`` gives every split
@@ -650,12 +672,15 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
         For a dataset without a ``time`` dimension (The Well holds time series: steady problems
         such as Darcy do not fit), a grid variable with extra dimensions, clashing names, or
         bad ``splits``.
+    FileExistsError
+        If ``path`` exists.
     ImportError
         Without h5py.
 
     Notes
     -----
-    Each split is one file ``data/<split>/<name>.hdf5``, the fields chunked one sample per
+    Each split is one file ``data/<split>/<name>.hdf5`` (``<name>``: :func:`dataset_name`,
+    also the files' ``dataset_name`` attribute), the fields chunked one sample per
     chunk and compressed (gzip level 4, shuffle). ``stats.yaml`` holds ``mean``, ``std``,
     ``rms`` of every field over the training split (per component for vectors; population
     standard deviation) and ``mean_delta``, ``std_delta``, ``rms_delta`` of its increments
@@ -682,11 +707,12 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
     ndim = 2 if Y in ds.dims else 1
     sizes = split_sizes(ds.sizes[SAMPLE], splits)
     target = pathlib.Path(os.fspath(path)).expanduser()
+    if target.exists() or target.is_symlink():
+        raise FileExistsError(f"'{target}' already exists: export writes a new file or "
+                              "directory (ssmpde.data.convert(..., overwrite=True) replaces an "
+                              "earlier export)")
     single = target.suffix.lower() in HDF5_SUFFIXES
-    name = target.stem if single else target.name
-    if not name:
-        raise ValueError(f"cannot name a Well dataset after '{path}': give a directory or "
-                         "file name")
+    name = dataset_name(ds)
     plan = _plan(ds, ndim)
     h5py = _h5py()
     notes = list(plan.notes)
