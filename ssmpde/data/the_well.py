@@ -24,20 +24,17 @@ condition holds).
 :func:`export` writes an ssmpde dataset in this layout, :func:`open` reads a Well file or
 directory back as an ssmpde dataset (lazily), :func:`sniff` recognises one. The mapping:
 
-============================  =================================================================
-ssmpde                        The Well
-============================  =================================================================
-``[sample, time, y, x]`` field  t0 field ``[sample, time, x, y]`` (The Well's axis order is
-                              ``spatial_dims = ["x", "y"]``)
-``velocity_x``, ``velocity_y``  one t1 field ``velocity`` ``[sample, time, x, y, 2]`` (the
-(``vector="velocity"``)         variables' ``vector`` / ``vector_component`` attributes)
-static ``[sample, y, x]``       t0 field with ``time_varying = False`` (a constant field)
-per-sample parameter          a scalar (``[sample]``); one with extra dimensions, such as the
-                              ``[sample, 2, 6]`` forcing amplitudes, one scalar per element
-                              (``forcing_amplitude_0_0`` ...)
-``boundary_conditions``       ``boundary_conditions`` groups: periodic → PERIODIC,
-                              reflective and dirichlet → WALL, outflow and neumann → OPEN
-============================  =================================================================
+* a field ``[sample, time, y, x]`` is a t0 field ``[sample, time, x, y]`` (The Well's axis
+  order is ``spatial_dims = ["x", "y"]``); a 1D field ``[sample, time, x]`` keeps its order;
+* the components of a vector (``velocity_x``, ``velocity_y`` with ``vector="velocity"``) are
+  one t1 field ``velocity`` ``[sample, time, x, y, 2]``;
+* a field without a time axis (``[sample, y, x]``) is a t0 field with ``time_varying`` false
+  (one of The Well's constant fields);
+* a per-sample parameter is a scalar ``[sample]``; one with extra dimensions, such as the
+  ``[sample, 2, 6]`` forcing amplitudes, one scalar per element (``forcing_amplitude_0_0``,
+  ...); a parameter without a sample axis is also listed in ``simulation_parameters``;
+* ``boundary_conditions`` become boundary groups: periodic → PERIODIC, reflective and
+  dirichlet → WALL, outflow and neumann → OPEN.
 
 Values keep their dtype (float64 from the solvers; The Well's own files are float32), so a
 round trip is exact; the names, units, roles, grid placement, coordinates and global attributes
