@@ -563,6 +563,6 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
                 naming = getattr(module, "conventional_name", None)
                 conventional = naming(ds) if naming is not None else None
                 if conventional is not None and target.name != conventional:
-                    notes.append(f"{module.NAME}'s loaders find files by name: this dataset's "
-                                 f"conventional name is '{conventional}'")
+                    notes.append(f"the conventional {module.NAME} name of this dataset is "
+                                 f"'{conventional}' (its loaders find files by name)")
     return Conversion(target=target, format=fmt, sizes=sizes, notes=tuple(notes))

@@ -84,7 +84,7 @@ def test_convert_to_a_foreign_format_and_read_it_back(tmp_path, toy):
     assert isinstance(result, Conversion) and result.target == target
     assert result.format == "toy" and result.sizes == dict(ds.sizes)
     assert result.notes[0] == "toy keeps everything but says so"
-    assert "conventional name is 'toy-dataset'" in result.notes[1]
+    assert "conventional toy name of this dataset is 'toy-dataset'" in result.notes[1]
     # every reader goes through the sniffer: a directory without zarr metadata
     _same(load_dataset(result), ds)
     # and the export converts back to our own formats
@@ -143,7 +143,7 @@ def test_cli_convert_prints_the_notes_and_one_line_errors(tmp_path, toy, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"wrote {tmp_path / 'out'} as toy (sample=2")
     assert lines[1] == "note: toy keeps everything but says so"
-    assert lines[2].startswith("note: toy's loaders find files by name")
+    assert lines[2].startswith("note: the conventional toy name of this dataset")
     assert main(["info", str(tmp_path / "out")]) == 0
     assert "schema: ok" in capsys.readouterr().out
     assert main(["convert", str(source), str(tmp_path / "x"), "--to", "nope"]) == 2
