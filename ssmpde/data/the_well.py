@@ -323,6 +323,9 @@ def _plan(ds: xr.Dataset, ndim: int) -> _Plan:
             continue
         shape = tuple(var.sizes[d] for d in extra)
         elements = list(np.ndindex(*shape))
+        if not elements:
+            raise ValueError(f"data variable '{name}' {var.dims} has no elements: The Well has "
+                             "nothing to store for it; drop it (ds.drop_vars) before exporting")
         if extra:
             notes.append(f"'{name}' {var.dims} is written as {len(elements)} scalars "
                          f"{name}_<{'_'.join(extra)}> (The Well's scalars are single numbers "
@@ -701,6 +704,9 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
                          "export it to netCDF, zarr or PDEBench instead")
     if X not in ds.dims:
         raise ValueError("The Well export needs a grid: the dataset has no 'x' dimension")
+    if ds.sizes[SAMPLE] == 0:
+        raise ValueError("the dataset has no samples: The Well's files hold at least one "
+                         "trajectory; export a dataset with samples")
     ndim = 2 if Y in ds.dims else 1
     sizes = split_sizes(ds.sizes[SAMPLE], splits)
     target = pathlib.Path(os.fspath(path)).expanduser()

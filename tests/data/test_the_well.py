@@ -553,3 +553,10 @@ def test_the_well_dummy_file_opens(tmp_path):
         assert ds["time_varying_scalar"].dims == ("time",)
         assert ds["time_varying_scalar"].attrs["role"] == "diagnostic"
         assert ds["a"].values == 0.25 and ds["a"].attrs["role"] == "parameter"
+
+
+def test_nothing_to_export_is_refused(tmp_path):
+    empty = make_dataset(nsample=3, ndim=1).isel(sample=slice(0, 0))
+    with pytest.raises(ValueError, match="has no samples"):
+        the_well.export(empty, tmp_path / "empty")
+    assert not (tmp_path / "empty").exists()
