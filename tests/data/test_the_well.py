@@ -120,7 +120,8 @@ def test_convert_and_every_reader_go_through_the_registry(datasets, tmp_path, ca
     assert "as the-well" in out and "note: samples in sample order: 3 train, 1 valid, 1 test" \
         in out
     assert main(["info", str(target)]) == 0
-    assert "schema: ok" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "format: the-well" in out and "schema: ok" in out
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
