@@ -350,6 +350,9 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
     for dim, n in zip(dims, grid_shape):
         if dim in solver_coords and solver_coords[dim].size == n:
             coords[dim] = solver_coords[dim]
+            bounds = coords[dim].attrs.get("bounds")
+            if bounds in solver_coords:  # cell edges of finite-volume grids
+                coords[bounds] = solver_coords[bounds]
         else:
             coords[dim] = grid_coordinates(grid_shape)[dim]
     units = dict(units or {})

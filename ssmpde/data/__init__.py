@@ -66,6 +66,7 @@ from .progress import PROGRESS_ATTR, StoreProgress, store_progress
 from .schema import (
     BOUNDARY_CONDITIONS,
     BOUNDARY_KINDS,
+    BOUNDS_DIM,
     CONVENTIONS,
     ENCODED_BY,
     GRID_PLACEMENT,
@@ -102,6 +103,7 @@ from .summary import describe
 __all__ = [
     "BOUNDARY_CONDITIONS",
     "BOUNDARY_KINDS",
+    "BOUNDS_DIM",
     "CONVENTIONS",
     "ENCODED_BY",
     "GRID_PLACEMENT",

@@ -40,6 +40,7 @@ from ssmpde import __version__
 __all__ = [
     "BOUNDARY_CONDITIONS",
     "BOUNDARY_KINDS",
+    "BOUNDS_DIM",
     "CONVENTIONS",
     "ENCODED_BY",
     "GRID_PLACEMENT",
@@ -106,6 +107,8 @@ GRID_PLACEMENT = "grid_placement"
 #: boundary); ``cell_centres``: the points are centres of cells, half a cell in from the
 #: boundary (finite-volume data, whose values are cell averages: see ``cell_methods``).
 GRID_PLACEMENTS = ("nodes", "cell_centres")
+#: The second dimension of a CF cell-bounds coordinate (``x_bounds[x, bounds]``: lower, upper).
+BOUNDS_DIM = "bounds"
 
 
 class SchemaError(ValueError):
@@ -140,7 +143,8 @@ def _schema_error(problems: Sequence[str], subject: str = "dataset") -> SchemaEr
 def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None,
                      length: float | Sequence[float] = 1.0, endpoint: bool = False,
                      units: str = "1", placement: str = "nodes",
-                     origin: float | Sequence[float] = 0.0) -> dict[str, xr.DataArray]:
+                     origin: float | Sequence[float] = 0.0,
+                     bounds: bool = False) -> dict[str, xr.DataArray]:
     """Return the spatial coordinates of a uniform grid (1D, square or rectangular 2D).
 
     With ``endpoint=False`` (periodic grids) the nodes are :math:`x_j = j L / N`,
@@ -149,7 +153,8 @@ def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None
     nodes are ``np.linspace(0, L, N)`` and include both boundaries.  With
     ``placement="cell_centres"`` (finite volumes) the points are the centres
     :math:`x_j = (j + \\tfrac12) L / N` of ``N`` equal cells; neither boundary is a point.
-    ``origin`` shifts every point.
+    ``origin`` shifts every point. With ``bounds=True`` each cell's edges
+    :math:`[j L / N, (j + 1) L / N]` (plus ``origin``) come as a CF bounds coordinate.
 
     Parameters
     ----------
@@ -170,13 +175,18 @@ def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None
         Where the points lie (stored as the :data:`GRID_PLACEMENT` attribute).
     origin : float or sequence of float
         Lower end of the domain per axis (same order as ``resolution``).
+    bounds : bool
+        Also return the cells' edges (only with ``placement="cell_centres"``, for values that
+        are cell averages): ``"<dim>_bounds"`` of shape ``(N, 2)`` and dims ``(dim,``
+        :data:`BOUNDS_DIM` ``)``, named by the coordinate's CF ``bounds`` attribute.
 
     Returns
     -------
     dict of str to xarray.DataArray
         ``{"y": y, "x": x}`` (2D) or ``{"x": x}`` (1D); each a float64 array of shape ``(N,)``
         made by :func:`spatial_coordinate` (attributes ``units``, ``long_name``, ``axis``
-        ``"Y"`` or ``"X"``, :data:`GRID_PLACEMENT`).
+        ``"Y"`` or ``"X"``, :data:`GRID_PLACEMENT`); with ``bounds=True`` also
+        ``"y_bounds"`` and ``"x_bounds"``.
 
     Examples
     --------
@@ -218,6 +228,9 @@ def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None
     if endpoint and placement != "nodes":
         raise ValueError("endpoint=True puts a node on the right boundary, which cell centres "
                          "never are: use placement='nodes' or endpoint=False")
+    if bounds and placement != "cell_centres":
+        raise ValueError("bounds are the edges of cells: use bounds=True with "
+                         "placement='cell_centres'")
     _check_units(units)
     if placement == "cell_centres":
         kind = "cell centres"
@@ -236,6 +249,13 @@ def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None
             values = float(start) + values
         coords[dim] = spatial_coordinate(dim, values, units=units, placement=placement,
                                          long_name=f"{dim} coordinate ({kind})")
+        if bounds:
+            edges = float(start) + np.arange(n + 1, dtype=np.float64) * float(size) / n
+            coords[dim].attrs["bounds"] = f"{dim}_bounds"
+            coords[f"{dim}_bounds"] = xr.DataArray(
+                np.stack([edges[:-1], edges[1:]], axis=1), dims=(dim, BOUNDS_DIM),
+                # CF 7.1: the units are the coordinate's (xarray writes none, being equal).
+                name=f"{dim}_bounds", attrs={"units": units})
     return coords
 
 
@@ -308,12 +328,18 @@ def time_coordinate(times: Iterable[float] | np.ndarray, *, units: str = "1") ->
     Returns
     -------
     xarray.DataArray
-        Shape ``(time,)``, with attributes ``units``, ``long_name="time"`` and ``axis="T"``.
+        Shape ``(time,)``, with attributes ``units`` and ``long_name="time"``.
+
+    Notes
+    -----
+    No CF ``axis="T"`` and no ``standard_name="time"``: CF (section 4.4) reserves both for
+    time coordinates whose units name a reference time (``"s since 2000-01-01"``), which a
+    simulation's time is not. cf_xarray still finds the T axis by the ``long_name``.
 
     Examples
     --------
-    >>> time_coordinate([0.0, 0.5, 1.0], units="s").attrs["axis"]
-    'T'
+    >>> time_coordinate([0.0, 0.5, 1.0], units="s").attrs
+    {'units': 's', 'long_name': 'time'}
     """
     _check_units(units)
     values = np.asarray(times)
@@ -327,7 +353,7 @@ def time_coordinate(times: Iterable[float] | np.ndarray, *, units: str = "1") ->
     if values.size > 1 and not np.all(np.diff(values) > 0):
         raise ValueError("times must be strictly increasing")
     return xr.DataArray(values.copy(), dims=(TIME,), name=TIME,
-                        attrs={"units": units, "long_name": "time", "axis": "T"})
+                        attrs={"units": units, "long_name": "time"})
 
 
 def sample_coordinate(indices: int | Iterable[int] | np.ndarray) -> xr.DataArray:
@@ -482,7 +508,10 @@ def parse_boundary_conditions(text: object) -> dict[str, tuple[str, str]]:
         if len(kinds) not in (1, 2):
             raise ValueError(f"boundary conditions {text!r} give {len(kinds)} kinds for "
                              f"{dim!r}; give one (both ends) or two (lower, upper): {example}")
-        out[dim] = _boundary_pair(dim, kinds[0] if len(kinds) == 1 else tuple(kinds))
+        try:
+            out[dim] = _boundary_pair(dim, kinds[0] if len(kinds) == 1 else tuple(kinds))
+        except ValueError as exc:
+            raise ValueError(f"boundary conditions {text!r}: {exc}; {example}") from None
     return out
 
 
@@ -853,7 +882,14 @@ def _schema_problems(ds: xr.Dataset, *, check_finite: bool) -> list[str]:
                 dim, "grid_coordinates")
             problems.append(f"dimension '{dim}' has no coordinate variable: add one with "
                             f"ds.assign_coords({dim}=...) (see ssmpde.data.{helper})")
+    # CF 7.1: a bounds variable takes its units from its coordinate (xarray drops equal ones).
+    bounds_of = {coord.attrs["bounds"]: name for name, coord in ds.coords.items()
+                 if isinstance(coord.attrs.get("bounds"), str)}
     for name, coord in ds.coords.items():
+        if "bounds" in coord.attrs:
+            problems.extend(_bounds_problems(ds, name, coord))
+        if name in bounds_of:
+            continue
         if not _has_text(coord.attrs, "units"):
             problems.append(f"coordinate '{name}' has no 'units' attribute: set "
                             f"ds['{name}'].attrs['units'] (use '1' for dimensionless)")
@@ -910,6 +946,31 @@ def _schema_problems(ds: xr.Dataset, *, check_finite: bool) -> list[str]:
                     problems.append(f"data variable '{name}' has {bad} non-finite values "
                                     "(NaN or inf): regenerate it or drop the bad samples")
     return problems
+
+
+def _bounds_problems(ds: xr.Dataset, name: str, coord: xr.DataArray) -> list[str]:
+    """A CF ``bounds`` attribute names an ``(n, 2)`` variable whose cells hold the points."""
+    target = coord.attrs["bounds"]
+    fix = (f"rebuild the coordinate with grid_coordinates(..., bounds=True), or drop "
+           f"ds['{name}'].attrs['bounds']")
+    if not isinstance(target, str) or target not in ds.variables:
+        return [f"coordinate '{name}' names bounds {target!r}, which the dataset does not "
+                f"have: {fix}"]
+    edges = ds[target]
+    if coord.ndim != 1 or edges.dims[:1] != coord.dims or edges.ndim != 2 \
+            or edges.shape[1] != 2:
+        return [f"bounds '{target}' of coordinate '{name}' have dims {edges.dims} and shape "
+                f"{edges.shape}, expected ({coord.dims[0]!r}, {BOUNDS_DIM!r}) with 2 columns: "
+                f"{fix}"]
+    lower, upper, points = (np.asarray(edges[:, 0]), np.asarray(edges[:, 1]),
+                            np.asarray(coord))
+    if not (np.all(lower <= points) and np.all(points <= upper) and np.all(lower < upper)):
+        return [f"bounds '{target}' do not contain the points of '{name}' (each cell must "
+                f"satisfy lower <= {name} <= upper, lower < upper): {fix}"]
+    if lower.size > 1 and not (np.all(np.diff(lower) > 0) and np.all(upper[:-1] <= lower[1:])):
+        return [f"bounds '{target}' of '{name}' are not increasing cells that do not overlap: "
+                f"{fix}"]
+    return []
 
 
 def _cell_methods_problems(name: str, var: xr.DataArray) -> list[str]:

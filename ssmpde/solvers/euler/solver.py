@@ -377,7 +377,7 @@ class Euler2D(TimeDependentSolver):
 
     def coordinates(self) -> dict[str, xr.DataArray]:
         coords = grid_coordinates(self.config.resolution, ndim=2, placement="cell_centres",
-                                  origin=self.origin)
+                                  origin=self.origin, bounds=True)
         coords[TIME] = time_coordinate(np.arange(self.num_records + 1) * self.dt)
         return coords
 
