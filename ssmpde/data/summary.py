@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from . import formats
-from .files import _is_zarr_store, _open_dataset
+from .files import _open_dataset
 from .progress import PROGRESS_ATTR, store_progress
 from .schema import (
     BOUNDARY_CONDITIONS,
@@ -50,11 +50,11 @@ def _disk_size(path: pathlib.Path) -> int:
 
 
 def _file_format(path: pathlib.Path) -> str:
-    if path.is_dir() and _is_zarr_store(path):
-        return "zarr (format 3)" if (path / "zarr.json").is_file() else "zarr (format 2)"
-    foreign = formats.sniff(path)  # another tool's layout (every HDF5 file opens as netCDF)
+    foreign = formats.sniff(path)
     if foreign is not None:
-        return foreign.NAME
+        return f"{foreign.NAME} ({foreign.DESCRIPTION})"
+    if path.is_dir():
+        return "zarr (format 3)" if (path / "zarr.json").is_file() else "zarr (format 2)"
     with netCDF4.Dataset(path) as nc:
         return f"netCDF ({nc.data_model})"
 
