@@ -45,7 +45,7 @@ import types
 __all__ = ["HDF5_SUFFIXES", "OWN_FORMATS", "format_named", "is_export", "known_formats", "sniff"]
 
 #: The modules of the foreign formats, in the order their sniffers are tried.
-_MODULES: tuple[str, ...] = ("pdebench",)
+_MODULES: tuple[str, ...] = ("pdebench", "the_well")
 #: Our own formats, by the names ``convert(..., to=...)`` accepts.
 OWN_FORMATS = ("netcdf", "zarr")
 #: Suffixes of HDF5 files that are not netCDF by name: the foreign sniffers get the first look.
