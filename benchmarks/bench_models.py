@@ -364,8 +364,10 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
                           for kind in ("forward", "forward_backward")})
         memory, warm, outputs = {}, {}, {}
         for kind in list(calls):
-            if (kind.endswith("forward_backward")
-                    and warm[kind.replace("forward_backward", "forward")] * 3 > args.max_call):
+            # The baseline's training step is timed where this checkout's is, so that both
+            # rows compare the same calls.
+            if (kind == "forward_backward" and warm["forward"] * 3 > args.max_call
+                    or kind == "baseline_forward_backward" and "forward_backward" not in calls):
                 del calls[kind]
                 continue
             holder = {}
@@ -431,7 +433,7 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
             f"{k} {v * 1e3:.1f} ms" for k, v in seconds.items())
             + f"; bound fwd {row['bound_seconds']['forward'] * 1e3:.1f} ms"
             + ("" if before is None else "; before: " + ", ".join(
-                f"{k} {v * 1e3:.1f} ms ({row['baseline']['speedup'][k]:.2f}x)"
+                f"{k} {v * 1e3:.1f} ms ({row['baseline']['speedup'].get(k, math.nan):.2f}x)"
                 for k, v in row["baseline"]["seconds"].items()))
             + f"; load {os.getloadavg()[0]:.1f}", flush=True)
     return entry
