@@ -25,7 +25,7 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 
 * :mod:`ssmpde.data.schema`: dimension names, roles, attributes, coordinates,
   :func:`build_dataset`, :func:`validate`;
-* :mod:`ssmpde.data.outputs`: atomic writes and write locks for any output;
+* :mod:`ssmpde.data.outputs`: atomic writes, write locks and full disks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
@@ -54,8 +54,19 @@ from .files import (
     load_dataset,
     open_dataset,
     save,
+    size_bound,
 )
-from .outputs import OutputLockedError, atomic_path, output_lock, remove_stale_temporaries
+from .outputs import (
+    DiskFullError,
+    OutputLockedError,
+    atomic_path,
+    block_size,
+    disk_space,
+    disk_usage,
+    free_space,
+    output_lock,
+    remove_stale_temporaries,
+)
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
 from .schema import (
     CONVENTIONS,
@@ -100,18 +111,23 @@ __all__ = [
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
     "DatasetFileError",
+    "DiskFullError",
     "OutputLockedError",
     "SchemaError",
     "SsmpdeAccessor",
     "StoreProgress",
     "atomic_path",
+    "block_size",
     "build_dataset",
     "check_output",
     "config_of",
     "convert",
     "create_store",
     "describe",
+    "disk_space",
+    "disk_usage",
     "finish_store",
+    "free_space",
     "grid_coordinates",
     "is_ssmpde_output",
     "load_dataset",
@@ -121,6 +137,7 @@ __all__ = [
     "roles_of",
     "sample_coordinate",
     "save",
+    "size_bound",
     "store_progress",
     "time_coordinate",
     "update_store_progress",

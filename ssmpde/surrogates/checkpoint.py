@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ssmpde.core import autoregressive
-from ssmpde.data import atomic_path
+from ssmpde.data import atomic_path, disk_space
 
 from . import build_model
 from .datasets import Normalizer, Task
