@@ -305,8 +305,8 @@ def _generate(args: argparse.Namespace) -> int:
     ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
                   batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
                   progress=not args.no_progress, max_memory=args.max_memory,
-                  max_disk=args.max_disk, scheduler=args.scheduler, workers=args.workers, threads=args.threads,
-                  **config)
+                  max_disk=args.max_disk, scheduler=args.scheduler, workers=args.workers,
+                  threads=args.threads, **config)
     sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {args.out} ({sizes})")
     ds.close()
