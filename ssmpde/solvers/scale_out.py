@@ -51,6 +51,8 @@ __all__ = ["dask_cluster"]
 _ADDRESS = re.compile(r"^([a-z][a-z0-9+.-]*://\S+|[\w.-]+:\d+)$")
 # How TimeDependentSolver.simulate names the diverged rows of a batch.
 _DIVERGED_ROWS = re.compile(r"batch rows \[([\d, ]*)\]")
+# How long a run that filled the disk waits for its batches in flight to end.
+_SETTLE_SECONDS = 30
 # The thread pools a worker's environment sizes (numba's own, OpenMP, BLAS).
 _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                      "OPENBLAS_NUM_THREADS")
@@ -387,6 +389,14 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
             submit()
     except KeyboardInterrupt:
         raise _interrupted(record.samples_complete, num_samples, out) from None
+    except DiskFullError:
+        # The batches in flight end within moments on the same full disk; cancelling running
+        # tasks instead makes each worker log a warning after the one line of the error.
+        deadline = time.monotonic() + _SETTLE_SECONDS
+        for future, _, _ in running.values():
+            with contextlib.suppress(Exception):  # TimeoutError, or the batch's own error
+                future.result(timeout=max(0.0, deadline - time.monotonic()))
+        raise
     finally:
         bar.close()
         if running:  # a failure or an interrupt: nothing more for this run
