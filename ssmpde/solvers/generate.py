@@ -29,8 +29,8 @@ import os
 import re
 import time
 import warnings
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,7 +40,8 @@ from tqdm.auto import tqdm
 from .. import __version__, core
 from ..threads import entry_point, limit_solver
 from ..data import (SAMPLE, DiskFullError, atomic_path, block_size, check_output, disk_space,
-                    disk_usage, free_space, open_dataset, output_lock, remove_stale_temporaries, save)
+                    disk_usage, free_space, open_dataset, output_lock, remove_stale_temporaries,
+                    save)
 from ..data.files import _format_of_suffix, _size_bound
 from ..data.outputs import _size
 from ._batches import (
