@@ -44,12 +44,14 @@ from __future__ import annotations
 
 from .accessor import SsmpdeAccessor
 from .files import (
+    FIGURE_FORMATS,
     NETCDF_COMPRESSION,
     NETCDF_SUFFIXES,
     ZARR_FORMAT,
     ZARR_SUFFIXES,
     check_output,
     convert,
+    figure_metadata,
     is_ssmpde_output,
     load_dataset,
     open_dataset,
@@ -85,6 +87,7 @@ from .summary import describe
 __all__ = [
     "CONVENTIONS",
     "ENCODED_BY",
+    "FIGURE_FORMATS",
     "NETCDF_COMPRESSION",
     "NETCDF_SUFFIXES",
     "PROGRESS_ATTR",
@@ -111,6 +114,7 @@ __all__ = [
     "convert",
     "create_store",
     "describe",
+    "figure_metadata",
     "finish_store",
     "grid_coordinates",
     "is_ssmpde_output",

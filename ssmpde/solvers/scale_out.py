@@ -291,7 +291,7 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
                                                   overwrite=overwrite):
             record = None  # another config, discarded by overwrite
         if record is None:
-            check_output(out, overwrite=overwrite)
+            check_output(out, overwrite=overwrite, kind="dataset")
         with dask_cluster(scheduler, workers) as (client, threads):
             _announce(client, progress)
             if record is None:

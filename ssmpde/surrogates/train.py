@@ -720,7 +720,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     backend = compile_backend(compile)
     if out is not None:
-        check_output(out, inputs=(data, run), overwrite=overwrite)
+        check_output(out, inputs=(data, run), overwrite=overwrite, kind="dataset")
     model, record = load_checkpoint(run, device=check_device(device))
     task = Task.from_dict(record["task"])
     if task.correction:
