@@ -477,8 +477,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nssmpde: {_one_line(interrupt) if str(interrupt) else 'interrupted'}",
               file=sys.stderr)
         return 130
+    except MemoryError as error:
+        if args.debug:
+            raise
+        # numpy's text names array shapes and dtypes; say what it means and what to change.
+        size = re.search(r"allocate ([\d.]+ \w+)", str(error))
+        print(f"ssmpde: error: out of memory{f' (it asked for {size[1]} at once)' if size else ''}"
+              ": the run needs more memory than this machine has; lower the sizes (samples, "
+              "resolution, --batch-size, steps) and keep --max-memory / SSMPDE_MAX_MEMORY "
+              "within the machine's memory", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, OSError, ImportError, SchemaError, DatasetFileError,
-            SolverDivergedError, TrainingDivergedError, MemoryError) as error:
+            SolverDivergedError, TrainingDivergedError) as error:
         if args.debug:
             raise
         print(f"ssmpde: error: {_one_line(error)}", file=sys.stderr)

@@ -75,7 +75,8 @@ MAX_SAMPLES = 10 ** 9
 _RAISE_LIMIT = "raise --max-memory / SSMPDE_MAX_MEMORY"
 #: Failures of a run on its own input (a bad setting found only while solving: non-finite
 #: coefficients, a blow-up, an invalid dataset): its parts are removed, not kept to resume.
-#: An interrupt (Ctrl-C, SIGTERM, a kill) or an OSError (a full disk) keeps them.
+#: An interrupt (Ctrl-C, SIGTERM, a kill) or another failure (a full disk) keeps the parts
+#: complete so far.
 _INPUT_ERRORS = (ValueError, SolverDivergedError)
 
 
@@ -337,7 +338,8 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     ------
     SolverDivergedError, ValueError, OSError, RuntimeError
         In this process, a ``SolverDivergedError`` or ``ValueError`` removes the parts of
-        the run (it failed on its settings), any other error keeps them for a resume.
+        the run (it failed on its settings); any other error keeps the complete ones for a
+        resume, and an interrupt keeps them all.
         On a cluster, the first batch that fails ends the run with the failing samples
         named (for a divergence, the very sample); the batches already recorded stay valid
         and the same call resumes after the cause is fixed.
@@ -399,13 +401,14 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         try:
             _run(solver, seed, num_samples, batch_size, run_config, parts.history, parts,
                  parts.ranges(), progress)
-        except _INPUT_ERRORS as error:
-            if isinstance(error, OSError):  # the disk or the system, not the input: resumable
-                raise
-            # The same settings fail the same way again (sample i is a pure function of the
-            # seed and the config), and other settings cannot resume these parts: they would
-            # only block the corrected command.
-            parts.remove(warn=False)
+        except Exception as error:  # an interrupt (Ctrl-C) keeps all, as a kill does
+            # On its own input the same settings fail the same way again (sample i is a pure
+            # function of the seed and the config), and other settings cannot resume these
+            # parts: they would only block the corrected command. Other failures (a full disk,
+            # memory) keep what is complete; with nothing complete there is nothing to resume.
+            if (isinstance(error, _INPUT_ERRORS) and not isinstance(error, OSError)) \
+                    or not parts.ranges():
+                parts.remove(warn=False)
             raise
         _merge(parts, out_path, num_samples, overwrite)
         return open_dataset(out_path)

@@ -39,7 +39,7 @@ from torch import nn
 
 from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
                          output_lock, save, validate)
-from ssmpde.solvers.base import parse_coarsening
+from ssmpde.solvers.base import parse_coarsening, positive_finite
 from ssmpde.threads import entry_point
 
 from . import config_from_dict, get_model_class, instantiate
@@ -304,7 +304,24 @@ def _model_config(model_name: str, preset: str | None, overrides: dict, task: Ta
                 np.atleast_1d(value)):
             raise ValueError(f"the model's {key}={overrides[key]} does not fit the data, "
                              f"which needs {key}={value}")
-    return config_from_dict(model_name, overrides, preset=preset, task=task)
+    config = config_from_dict(model_name, overrides, preset=preset, task=task)
+    # A preset's sizes are capped at what the data's grid holds (one preset fits any grid);
+    # a size the user asked for is refused instead, with the most the grid allows.
+    for name in type(config).spatial_fields:
+        if name not in overrides:
+            continue
+        asked = tuple(int(v) for v in np.atleast_1d(overrides[name]))
+        if len(asked) != len(task.grid):
+            asked = asked[:1] * len(task.grid)
+        if asked == tuple(getattr(config, name)):
+            continue
+        widest = {**overrides, name: [max(task.grid) + 1] * len(task.grid)}
+        most = list(getattr(config_from_dict(model_name, widest, preset=preset, task=task),
+                            name))
+        raise ValueError(f"the model option {name}={list(asked)} is more than the data's "
+                         f"{'x'.join(map(str, task.grid))} grid holds: at most {most} for "
+                         f"{model_name}; choose {name} within that")
+    return config
 
 
 def _batches(order: np.ndarray, batch_size: int, rank: int, world: int):
@@ -561,7 +578,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         Continue the run in ``out`` from its last completed epoch, bit for bit.
     time_limit : float, optional
         Stop after the epoch during which this many seconds have passed (a wall-clock
-        budget); the run stays resumable.
+        budget, positive and finite); the run stays resumable.
     inputs, outputs : sequence of str, optional
         An operator task's variables (``name`` or ``name@frame``, e.g. Burgers
         ``["u@0"] → ["u@-1"]``); by default the task follows the variables' roles
@@ -577,6 +594,9 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         The last epoch's metrics.
     """
 
+    if time_limit is not None and not positive_finite(time_limit):
+        raise ValueError(f"time_limit (--time-limit) must be a positive, finite number of "
+                         f"seconds, got {time_limit!r}; leave it out to train every epoch")
     config = config or TrainConfig()
     out = Path(out)
     rank, world, started_group = _distributed()
