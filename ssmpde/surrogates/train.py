@@ -609,19 +609,41 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     for source in (data, test_data):
         if source is not None and Path(source).resolve() == out.resolve():
             raise ValueError(f"--out '{out}' is one of the inputs: choose another path")
-    with contextlib.ExitStack() as stack:
-        if rank == 0:  # one writer per run directory; a second one fails at once
-            out.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(output_lock(out))
-        _check_run_directory(out, resume)
-        metrics = _train(model_name, data, out, preset, model_overrides, config, test_data,
-                         resume, progress, time_limit, inputs, outputs, rank, world, device)
+    # The directories this call creates, deepest first: a run that fails before it wrote
+    # anything (bad options, a loss that is NaN in the first epoch) leaves none of them.
+    created = [path for path in (out, *out.parents) if not path.exists()]
+    try:
+        with contextlib.ExitStack() as stack:
+            if rank == 0:  # one writer per run directory; a second one fails at once
+                out.parent.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(output_lock(out))
+            _check_run_directory(out, resume)
+            metrics = _train(model_name, data, out, preset, model_overrides, config,
+                             test_data, resume, progress, time_limit, inputs, outputs, rank,
+                             world, device)
+    except Exception:  # an interrupt keeps everything, for --resume
+        if rank == 0:
+            _remove_empty(created)
+        raise
     if started_group:
         # Leave together and shut the group down before the interpreter does: a gloo group
         # torn down at exit while a peer still talks to it can abort the process.
         dist.barrier()
         dist.destroy_process_group()
     return metrics
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove ``directories`` (deepest first) while they are empty: what a failed run made
+    and never filled. A directory holding anything (a completed epoch, the coarse
+    predictions a correction run reuses) stops it."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 def _train(model_name, data, out, preset, model_overrides, config, test_data, resume, progress,
