@@ -311,18 +311,20 @@ def test_a_constant_target_field_is_refused(files, capsys, tmp_path):
 # ------------------------------------------------------------------------------------------
 
 def escape_cases(f):
-    """(id, argv, expected words); the user's files live in ``f["root"] / "escapes"``."""
+    """(id, argv, expected words). The user's files are made in ``f["root"]`` itself: a
+    command's lock comes and goes beside its output, which a subdirectory's time stamp
+    would show."""
     d, ns, root = f["darcy"], f["ns"], f["root"]
-    mine = root / "escapes"
-    if not mine.exists():
-        mine.mkdir()
-        (mine / "user.nc").write_text("my notes")
-        (mine / "plain.zarr").write_text("not a store")
-        (mine / "user.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
-        shutil.copy(d, mine / "darcy-copy.nc")
-        shutil.copy(ns, mine / "ns-copy.nc")
-        (mine / ".locked.nc.lock").mkdir()
-    new = mine / "new"
+    mine = {name: root / f"escape-{name}" for name in ("user.nc", "plain.zarr", "user.png",
+                                                        "darcy-copy.nc", "ns-copy.nc")}
+    if not mine["user.nc"].exists():
+        mine["user.nc"].write_text("my notes")
+        mine["plain.zarr"].write_text("not a store")
+        mine["user.png"].write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+        shutil.copy(d, mine["darcy-copy.nc"])
+        shutil.copy(ns, mine["ns-copy.nc"])
+        (root / ".escape-locked.nc.lock").mkdir()
+    new = root / "escape-new"
     small = ["--resolution", "9", "--simulation-resolution", "17", "--no-progress"]
     ns_flags = ["--resolution", "16", "--simulation-resolution", "16", "--time", "0.4",
                 "--record-interval", "0.1", "--time-step", "0.01", "--viscosity", "1e-3",
@@ -333,21 +335,21 @@ def escape_cases(f):
                   "--model-option", "width=8", "--model-option", "depth=1"]
     table = [
         ("overwrite-generate-user-nc", ["generate", "darcy", "--samples", "2", "--out",
-                                        mine / "user.nc", "--overwrite", *small],
+                                        mine["user.nc"], "--overwrite", *small],
          "ssmpde did not write"),
         ("overwrite-generate-plain-zarr", ["generate", "darcy", "--samples", "2", "--out",
-                                           mine / "plain.zarr", "--overwrite", *small],
+                                           mine["plain.zarr"], "--overwrite", *small],
          "ssmpde did not write"),
-        ("overwrite-convert-user-nc", ["convert", d, mine / "user.nc", "--overwrite"],
+        ("overwrite-convert-user-nc", ["convert", d, mine["user.nc"], "--overwrite"],
          "ssmpde did not write"),
-        ("overwrite-convert-plain-zarr", ["convert", d, mine / "plain.zarr", "--overwrite"],
+        ("overwrite-convert-plain-zarr", ["convert", d, mine["plain.zarr"], "--overwrite"],
          "ssmpde did not write"),
         ("overwrite-evaluate-training-data", ["evaluate", f["darcy-run"], "--data",
-                                              mine / "darcy-copy.nc", "--out", d,
+                                              mine["darcy-copy.nc"], "--out", d,
                                               "--overwrite"], "trained on"),
-        ("overwrite-rollout-training-data", [*rollout, "--data", mine / "ns-copy.nc", "--out",
+        ("overwrite-rollout-training-data", [*rollout, "--data", mine["ns-copy.nc"], "--out",
                                              ns, "--overwrite"], "trained on"),
-        ("overwrite-rollout-user-png", [*rollout, "--plot", mine / "user.png", "--overwrite"],
+        ("overwrite-rollout-user-png", [*rollout, "--plot", mine["user.png"], "--overwrite"],
          "ssmpde did not write"),
         ("rollout-plot-is-pareto", [*rollout, "--plot", f"{new}.png", "--pareto",
                                     f"{new}.png"], "--plot and --pareto both name"),
@@ -368,7 +370,7 @@ def escape_cases(f):
                                    "--lmax", "1000000000", "--out", f"{new}.nc"],
          "choose lmax <= 16"),
         ("generate-lock-is-a-directory", ["generate", "darcy", "--samples", "2", "--out",
-                                          mine / "locked.nc", *small], "cannot lock"),
+                                          root / "escape-locked.nc", *small], "cannot lock"),
         ("train-modes-huge", ["train", "fno", "--data", d, "--out", new / "deep" / "run",
                               "--no-progress", "--model-option", "modes=[1000,1000]"],
          "at most [9, 9]"),
@@ -398,6 +400,5 @@ def test_escapes_table(files, capsys):
         except AssertionError as error:
             failures.append(f"{name}: {error}")
     assert not failures, "\n".join(failures)
-    mine = files["root"] / "escapes"
-    assert (mine / "user.nc").read_text() == "my notes"
-    assert (mine / "plain.zarr").read_text() == "not a store"
+    assert (files["root"] / "escape-user.nc").read_text() == "my notes"
+    assert (files["root"] / "escape-plain.zarr").read_text() == "not a store"

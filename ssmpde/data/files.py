@@ -222,9 +222,10 @@ def _output_kind(path: pathlib.Path) -> str | None:
         config = path / "config.json"
         if config.is_file():
             try:
-                return "run" if "model" in json.loads(config.read_text()) else None
-            except (OSError, ValueError, TypeError):
+                record = json.loads(config.read_text())
+            except (OSError, ValueError):
                 return None
+            return "run" if isinstance(record, dict) and "model" in record else None
         if not _is_zarr_store(path):
             return None
         if PROGRESS_ATTR in (_root_attributes(path) or {}):

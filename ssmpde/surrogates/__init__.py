@@ -241,13 +241,14 @@ def _parameter_estimate(cls, config) -> tuple[int, bool]:
     """(parameters, exact): the exact count where every option is small; otherwise a lower
     bound from small models, cheap to build, whatever the sizes asked for.
 
-    A model's parameter count is a polynomial with non-negative coefficients in its sizes
-    (width, depth, state size, modes, ...): it grows with each size, at least linearly, and
-    at least by the sum of what each size adds alone. With every large size ``v_i`` set to
-    ``p`` (:data:`_PROBE`), the count ``c(p)`` and the backward differences ``d_i`` (size
-    ``i`` at ``p - 1``) give ``c(v) >= c(p) + sum_i d_i (v_i - p)``. A config whose small
-    probes are themselves invalid (sizes tied to each other, such as heads dividing the
-    width) is counted exactly.
+    A model's parameter count grows with each of its sizes (width, depth, state size,
+    modes, ...), as a polynomial with non-negative coefficients up to floor divisions (the
+    ``m // 2 + 1`` modes of a real FFT). With every large size ``v_i`` set to ``p``
+    (:data:`_PROBE`), the count ``c(p)`` and each size's slope ``s_i`` between ``p / 2`` and
+    ``p`` (a secant, below the slope at ``p`` for a convex count) give ``c(v) >= c(p) +
+    sum_i s_i (v_i - p) / 2``; the half covers what a floor division loses between probes.
+    A config whose small probes are themselves invalid (sizes tied to each other, such as
+    heads dividing the width) is counted exactly.
     """
     large = _large_sizes(config)
     if not large:
@@ -257,8 +258,8 @@ def _parameter_estimate(cls, config) -> tuple[int, bool]:
         base = _count_parameters(cls, _with_sizes(config, probe))
         total = base
         for key, value in large.items():
-            less = _count_parameters(cls, _with_sizes(config, {**probe, key: _PROBE - 1}))
-            total += max(0, base - less) * (value - _PROBE)
+            half = _count_parameters(cls, _with_sizes(config, {**probe, key: _PROBE // 2}))
+            total += max(0, base - half) * (value - _PROBE) // _PROBE
     except (ValueError, TypeError):
         return _count_parameters(cls, config), True
     return total, False
