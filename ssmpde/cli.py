@@ -265,7 +265,7 @@ def _add_train_parser(commands) -> None:
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--time-limit", type=float, metavar="SECONDS",
                        help="stop after the epoch during which this many seconds passed "
-                            "(a positive number)")
+                            "(a number >= 0; 0: after one epoch)")
     _add_threads(train, "as torch starts: every core or OMP_NUM_THREADS")
     _add_compile(train, dest="train__compile")
     for name, kind, text in (

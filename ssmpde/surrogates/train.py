@@ -578,7 +578,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         Continue the run in ``out`` from its last completed epoch, bit for bit.
     time_limit : float, optional
         Stop after the epoch during which this many seconds have passed (a wall-clock
-        budget, positive and finite); the run stays resumable.
+        budget, finite and >= 0: 0 stops after one epoch); the run stays resumable.
     inputs, outputs : sequence of str, optional
         An operator task's variables (``name`` or ``name@frame``, e.g. Burgers
         ``["u@0"] → ["u@-1"]``); by default the task follows the variables' roles
@@ -594,9 +594,12 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         The last epoch's metrics.
     """
 
-    if time_limit is not None and not positive_finite(time_limit):
-        raise ValueError(f"time_limit (--time-limit) must be a positive, finite number of "
-                         f"seconds, got {time_limit!r}; leave it out to train every epoch")
+    # 0 is a budget too: stop after the first epoch.
+    if time_limit is not None and not (positive_finite(time_limit) or (
+            time_limit == 0 and not isinstance(time_limit, (bool, np.bool_)))):
+        raise ValueError(f"time_limit (--time-limit) must be a finite number of seconds >= 0 "
+                         f"(0: stop after one epoch), got {time_limit!r}; leave it out to "
+                         "train every epoch")
     config = config or TrainConfig()
     out = Path(out)
     rank, world, started_group = _distributed()
