@@ -352,7 +352,7 @@ def _same_or_inside(source: pathlib.Path, target: pathlib.Path) -> bool:
 
 def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (),
                  overwrite: bool = False, flag: str = "--out",
-                 kind: str | None = None) -> pathlib.Path:
+                 kind: str | None = None, named_format: bool = False) -> pathlib.Path:
     """The output policy of every command, checked before any work.
 
     Parameters
@@ -370,6 +370,9 @@ def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLik
         What will be written. A dataset needs a netCDF or zarr suffix, a figure one of
         :data:`FIGURE_FORMATS`; both are checked here, before any work. An existing target
         is then replaced only by an output of its own kind.
+    named_format : bool
+        The caller chose the dataset's format by name (``convert --to``), so its suffix
+        need not be netCDF's or zarr's.
 
     Returns
     -------
@@ -389,7 +392,8 @@ def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLik
     """
     target = pathlib.Path(os.fspath(target)).expanduser()
     if kind == "dataset":
-        _format_of_suffix(target)
+        if not named_format:
+            _format_of_suffix(target)
     elif kind == "figure":
         fmt = target.suffix[1:].lower()
         if fmt not in FIGURE_FORMATS:
@@ -761,7 +765,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     with output_lock(target):
         remove_stale_temporaries(target)
         check_output(target, inputs=[source], overwrite=overwrite, flag="target",
-                     kind="dataset")
+                     kind="dataset", named_format=True)
         with open_dataset(source, chunks={}) as ds:
             sizes = dict(ds.sizes)
             if fmt in formats.OWN_FORMATS:
