@@ -12,7 +12,8 @@ Every dataset the toolkit writes or reads is an :class:`xarray.Dataset` with
 :func:`build_dataset` assembles such a dataset, :func:`validate` checks one and lists every
 problem with its fix, :func:`save` writes netCDF4 or zarr atomically, :func:`open_dataset` and
 :func:`load_dataset` read them back and validate, :func:`describe` summarises one for
-``ssmpde info``, :func:`convert` copies one between netCDF4 and zarr.  The ``ds.ssmpde`` accessor
+``ssmpde info``, :func:`check_file` reads every chunk of one (``ssmpde info --check``),
+:func:`convert` copies one between netCDF4 and zarr.  The ``ds.ssmpde`` accessor
 exposes the same operations on a dataset.
 
 Parallel writers (dask workers of ``ssmpde generate --workers``) share one zarr store:
@@ -28,6 +29,8 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 * :mod:`ssmpde.data.outputs`: atomic writes and write locks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;
+* :mod:`ssmpde.data.integrity`: what every reader checks (missing and undecodable chunks,
+  dimension order) and :func:`check_file`;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
 * :mod:`ssmpde.data.store`: zarr stores written in parallel;
 * :mod:`ssmpde.data.summary`: :func:`describe`;
@@ -55,6 +58,7 @@ from .files import (
     open_dataset,
     save,
 )
+from .integrity import DamagedChunk, IntegrityReport, check_file
 from .outputs import OutputLockedError, atomic_path, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
 from .schema import (
@@ -72,6 +76,7 @@ from .schema import (
     DatasetFileError,
     SchemaError,
     build_dataset,
+    canonical_dims,
     config_of,
     grid_coordinates,
     roles_of,
@@ -99,13 +104,17 @@ __all__ = [
     "Y",
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
+    "DamagedChunk",
     "DatasetFileError",
+    "IntegrityReport",
     "OutputLockedError",
     "SchemaError",
     "SsmpdeAccessor",
     "StoreProgress",
     "atomic_path",
     "build_dataset",
+    "canonical_dims",
+    "check_file",
     "check_output",
     "config_of",
     "convert",

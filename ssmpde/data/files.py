@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .integrity import (GuardedNetCDF4Backend, GuardedZarrBackend, missing_chunks,
+                        missing_chunks_error)
 from .outputs import atomic_path, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, _root_attributes, store_progress
 from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
@@ -144,8 +146,22 @@ def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
 
 
 def _zarr_encoding(ds: xr.Dataset) -> dict[str, dict]:
-    """No fill value (values round-trip exactly), data variables one sample per chunk."""
-    encoding: dict[str, dict] = {name: {"_FillValue": None} for name in ds.variables}
+    """No fill value (values round-trip exactly), data variables one sample per chunk.
+
+    Without a fill value a missing chunk is damage, never data: every writer passes
+    ``write_empty_chunks=True`` so that zarr stores a chunk of zeros too (by default it
+    leaves out chunks equal to its default fill, 0), and readers refuse a store that lacks a
+    chunk (:func:`ssmpde.data.integrity.missing_chunks`).
+
+    Every chunk carries a CRC-32 of its values (numcodecs' ``crc32`` filter, which every zarr
+    reader knows): blosc decodes a truncated chunk of incompressible data (stored as a plain
+    copy) into whatever memory follows it, without an error, and the checksum turns that into
+    one.
+    """
+    import numcodecs  # zarr's own codec library (a dependency of zarr 3)
+
+    encoding: dict[str, dict] = {name: {"_FillValue": None, "filters": [numcodecs.CRC32()]}
+                                 for name in ds.variables}
     for name, chunks in _chunk_plan(ds).items():
         if ds[name].ndim > 0:
             encoding[name]["chunks"] = chunks
@@ -157,7 +173,7 @@ def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
         # Dask chunks that straddle zarr chunks would make parallel writes unsafe.
         ds = ds.chunk({dim: 1 if dim == SAMPLE else -1 for dim in ds.dims})
     ds.to_zarr(path, mode="w-", zarr_format=ZARR_FORMAT, consolidated=True,
-               encoding=_zarr_encoding(ds))
+               encoding=_zarr_encoding(ds), write_empty_chunks=True)
 
 
 def is_ssmpde_output(path: str | os.PathLike) -> bool:
@@ -295,7 +311,11 @@ def _is_zarr_store(path: pathlib.Path) -> bool:
 
 
 def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.Dataset:
-    """Open without validation; a store still being written only with ``in_progress``."""
+    """Open without validation; a store still being written only with ``in_progress``.
+
+    Values are read through :mod:`ssmpde.data.integrity`'s backends: read errors name the
+    variable and sample, data variables come in the schema's dimension order.
+    """
     if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
                                 "(check the path)")
@@ -319,14 +339,19 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
         else:
             consolidated = False
         try:
-            return xr.open_dataset(path, engine="zarr", chunks=chunks, consolidated=consolidated,
-                                   **_DECODE_KWARGS)
+            return xr.open_dataset(path, engine=GuardedZarrBackend, chunks=chunks,
+                                   consolidated=consolidated, **_DECODE_KWARGS)
+        except DatasetFileError:
+            raise
         except _READ_ERRORS as exc:
             raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is incomplete, "
                                    f"corrupt or not zarr (underlying error: {exc}). Regenerate "
                                    "it or check the path.") from exc
     try:
-        return xr.open_dataset(path, engine="netcdf4", chunks=chunks, **_DECODE_KWARGS)
+        return xr.open_dataset(path, engine=GuardedNetCDF4Backend, chunks=chunks,
+                               **_DECODE_KWARGS)
+    except DatasetFileError:
+        raise
     except _READ_ERRORS as exc:
         raise DatasetFileError(f"cannot read '{path}' as a netCDF4 file: it is truncated, "
                                f"corrupt or not netCDF (underlying error: {exc}). Regenerate "
@@ -365,28 +390,41 @@ def open_dataset(path: str | os.PathLike, *, validate: bool = True,
     -----
     Times are never decoded into dates or durations (``decode_times=False``,
     ``decode_timedelta=False``), so ``time`` keeps its dtype and its ``units`` attribute.
-    Corruption inside data chunks only shows when the values are read; :func:`load_dataset`
-    reads everything and reports it as :class:`DatasetFileError`.
+    A zarr store must hold every chunk its metadata promise: a missing one is a
+    :class:`DatasetFileError` here (zarr would read it as zeros). Corruption inside chunks
+    shows when the values are read, lazily or not: a :class:`DatasetFileError` that names the
+    file, the variable and the sample (and the zarr chunk). Data variables come in the
+    schema's dimension order (``sample``, ``time``, others, ``y``, ``x``) whatever order the
+    file stores them in, transposed by name; ``encoding["ssmpde_stored_dims"]`` keeps the
+    stored order. :func:`ssmpde.data.check_file` reads every chunk.
     """
     return _open_dataset(pathlib.Path(os.fspath(path)).expanduser(), validate=validate,
                          chunks=chunks)
 
 
 def _open_dataset(source: pathlib.Path, *, validate: bool, chunks: Any,
-                  in_progress: bool = False) -> xr.Dataset:
+                  in_progress: bool = False, check_chunks: bool = True) -> xr.Dataset:
+    """Open, refuse object arrays, check that a zarr store has every chunk its metadata
+    promise (``check_chunks``; a store being written: those of its finished samples), and
+    validate."""
     ds = _open(source, chunks, in_progress=in_progress)
-    objects = [name for name, var in ds.variables.items() if var.dtype == object]
-    if objects:
-        ds.close()
-        raise DatasetFileError(f"'{source}' holds object-dtype arrays {objects}: ssmpde datasets "
-                               "hold numbers only, and object arrays can run code when read. "
-                               "Regenerate the dataset.")
-    if validate:
-        try:
+    try:
+        objects = [name for name, var in ds.variables.items() if var.dtype == object]
+        if objects:
+            raise DatasetFileError(f"'{source}' holds object-dtype arrays {objects}: ssmpde "
+                                   "datasets hold numbers only, and object arrays can run code "
+                                   "when read. Regenerate the dataset.")
+        if check_chunks and source.is_dir():
+            progress = store_progress(source)
+            missing, totals = missing_chunks(
+                source, ds, complete=None if progress is None else progress.complete)
+            if missing:
+                raise missing_chunks_error(source, missing, totals)
+        if validate:
             _raise_if_invalid(ds, subject=f"dataset '{source}'")
-        except BaseException:
-            ds.close()
-            raise
+    except BaseException:
+        ds.close()
+        raise
     return ds
 
 
@@ -415,6 +453,8 @@ def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Datase
     kind = "a zarr store" if source.is_dir() else "a netCDF4 file"
     try:
         ds.load()
+    except DatasetFileError:
+        raise
     except _READ_ERRORS as exc:
         raise DatasetFileError(f"cannot read the values in '{source}' as {kind}: it is "
                                f"truncated or corrupt (underlying error: {exc}). Regenerate it "

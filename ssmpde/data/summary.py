@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from .files import _open_dataset
+from .integrity import STORED_DIMS
 from .progress import PROGRESS_ATTR, store_progress
 from .schema import SAMPLE, SchemaError, _count_nonfinite, _raise_if_invalid, config_of
 
@@ -75,9 +76,12 @@ def _summary(ds: xr.Dataset) -> list[str]:
         if var.dtype.kind in "fc" and var.size:
             bad = _count_nonfinite(var)
             stats += f" non-finite={bad}" if bad else ""
+        stored = var.encoding.get(STORED_DIMS)
+        order = f" (stored as ({', '.join(map(str, stored))}), read by name)" if stored else ""
         lines.append(f"  {name} ({', '.join(map(str, var.dims))}) {var.dtype} "
                      f"units={var.attrs.get('units', '(missing)')} "
-                     f"long_name={var.attrs.get('long_name', '(missing)')!r} min/max={stats}")
+                     f"long_name={var.attrs.get('long_name', '(missing)')!r} min/max={stats}"
+                     f"{order}")
     lines.append("global attributes:")
     for key, value in ds.attrs.items():
         if key not in ("ssmpde_config", PROGRESS_ATTR):
