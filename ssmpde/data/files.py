@@ -15,6 +15,7 @@ coordinate comes back with the dtype, values and ``units`` attribute it was writ
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import numbers
 import os
@@ -141,8 +142,24 @@ def _netcdf_encoding(ds: xr.Dataset) -> dict[str, dict]:
 
 
 def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
-    ds.to_netcdf(path, mode="w", engine="netcdf4", format="NETCDF4",
-                 encoding=_netcdf_encoding(ds))
+    kwargs = dict(mode="w", engine="netcdf4", format="NETCDF4", encoding=_netcdf_encoding(ds))
+    if all(var.chunks is None for var in ds.variables.values()):
+        ds.to_netcdf(path, **kwargs)
+        return
+    import dask
+
+    # Values streamed from another file (convert, merging parts) are read by dask threads.
+    # When one read fails, dask raises at once while the other threads finish their chunks,
+    # and a late one reopens the file in append mode, which creates it anew after the
+    # caller removed it: a private pool, waited for, ends every write before the error
+    # leaves here.
+    delayed = ds.to_netcdf(path, compute=False, **kwargs)
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        try:
+            dask.compute(delayed, scheduler=pool)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def _zarr_encoding(ds: xr.Dataset) -> dict[str, dict]:

@@ -503,9 +503,10 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
                 if (name, block) in missing:
                     damaged.append(missing[(name, block)])
                 else:
-                    problem = (_blosc_frame_problem(keys[name], source / str(name) / key)
-                               if key is not None else None)
-                    problem = problem or _read_problem(ds[name], block)
+                    problem = _read_problem(ds[name], block)
+                    if key is not None and (problem is None or "undecodable" not in problem):
+                        problem = (_blosc_frame_problem(keys[name], source / str(name) / key)
+                                   or problem)
                     if problem is not None:
                         damaged.append(DamagedChunk(str(name), key, block, problem))
                 bar.update()
