@@ -337,6 +337,8 @@ def damaged(files, tmp_path_factory):
                                             "0.0.0", how)
         made[f"ns-{how}"] = _damage_copy(files["ns"], root / f"ns-{how}.zarr", "vorticity",
                                          "0.0.0.0", how)
+    made["darcy-last"] = _damage_copy(files["darcy"], root / "darcy-last.zarr", "u", "3.0.0",
+                                      "garbage")
     ns = load_dataset(files["ns"])
     odd = ns.assign(vorticity=ns["vorticity"].rename({"y": "dim_2", "x": "dim_3"}))
     made["ns-odd"] = save(odd, root / "ns-odd.nc", validate=False)
@@ -386,6 +388,10 @@ def integrity_cases(f, d):
                                    "--coarse", "none"], word),
         ]
     table += [
+        # the damaged sample is held out: it is read after the first epoch, at the first test
+        ("train-darcy-test-sample", ["train", "geomano", "--data", d["darcy-last"], "--out",
+                                     out, "--num-test", "1", "--epochs", "1", *small],
+         "at sample 3 (chunk '3.0.0')"),
         ("rollout-ns-directory", ["rollout", "--checkpoint", f["ns-run"], "--data",
                                   d["ns-directory"], "--steps", "2", "--schedule", "solver"],
          "all 3 chunks are missing"),

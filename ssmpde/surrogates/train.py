@@ -662,9 +662,9 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
                                   weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_set) / config.batch_size)
     scheduler = _scheduler(optimizer, config, config.epochs * steps_per_epoch)
+    # The run directory appears with the first checkpoint (save_run): a run that fails in its
+    # first epoch (a damaged sample of the data) leaves nothing behind.
     first_epoch, step = _restore_optimizer(out, optimizer, scheduler) if resume else (0, 0)
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
 
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
