@@ -184,21 +184,24 @@ def missing_chunks(path: str | os.PathLike, ds: xr.Dataset | None = None, *,
         if ds is not None and name in ds.variables \
                 and ds[name].encoding.get("_FillValue") is not None:
             continue
-        grid, step = _grid(array), _stored_objects(array)
+        grid, step, shape = _grid(array), _stored_objects(array), array.shape
         axis = _sample_axis(array)
         present = _chunk_files(store / name)
+        encode = array.metadata.encode_chunk_key
+        count = 0
         for coords in itertools.product(*(range(n) for n in grid)):
             samples = None
             if axis is not None:
                 start = coords[axis] * step[axis]
-                samples = (start, min(start + step[axis], array.shape[axis]))
+                samples = (start, min(start + step[axis], shape[axis]))
                 if ranges is not None and not any(a < samples[1] and samples[0] < b
                                                   for a, b in ranges):
                     continue  # not written yet: nothing is missing
-            totals[name] = totals.get(name, 0) + 1
-            key = array.metadata.encode_chunk_key(coords)
+            count += 1
+            key = encode(coords)
             if key not in present:
                 missing.append(DamagedChunk(name, key, samples, "missing"))
+        totals[name] = count
     return missing, totals
 
 

@@ -76,8 +76,11 @@ def create_store(template: xr.Dataset, path: str | os.PathLike,
     -----
     Same layout as :func:`save` (zarr format 2, one sample per chunk, no fill value), so a
     finished store reads exactly like one :func:`save` wrote. Nothing but metadata and
-    coordinates is written: unwritten chunks read as 0 until their samples are written, and
-    readers refuse the store while :data:`PROGRESS_ATTR` is present. The layout is made under
+    coordinates is written: the chunks of unwritten samples are absent until their samples
+    are written (readers of the unfinished store, ``ssmpde info``, look at the finished
+    samples only), and readers refuse the store while :data:`PROGRESS_ATTR` is present.
+    Every chunk is written, zeros included, so that an absent chunk of a finished sample is
+    damage (:func:`ssmpde.data.integrity.missing_chunks`). The layout is made under
     a temporary name and renamed into place, so ``path`` is either absent or fully laid out.
     """
     target = pathlib.Path(os.fspath(path)).expanduser()

@@ -314,3 +314,27 @@ def test_check_of_a_store_being_written_checks_its_finished_samples(tmp_path):
     assert report.damaged == [] and report.summary() == "check: all 8 chunks of 6 variables read"
     _garbage(_chunk(store, "vorticity", "0.0.0.0"))
     assert [d.chunk for d in check_file(store, progress=False).damaged] == ["0.0.0.0"]
+
+
+def test_check_finds_a_truncated_chunk_of_a_store_without_checksums(tmp_path):
+    # Stores written before ssmpde kept a CRC-32 per chunk: blosc decodes a truncated chunk
+    # of incompressible values into whatever memory follows, without an error. The check
+    # compares each chunk's length with its blosc header.
+    ds = _dataset(nsample=3)
+    path = tmp_path / "old.zarr"
+    ds.to_zarr(path, zarr_format=2, consolidated=True, write_empty_chunks=True,
+               encoding={"vorticity": {"_FillValue": None, "chunks": (1, 2, 3, 5)}})
+    chunk = _chunk(path, "vorticity", "2.0.0.0")
+    _truncated(chunk)
+    report = check_file(path, progress=False)
+    assert [(d.variable, d.chunk) for d in report.damaged] == [("vorticity", "2.0.0.0")]
+    assert "truncated" in report.damaged[0].problem
+
+
+def test_zarr_chunks_carry_a_checksum(tmp_path):
+    store = save(_dataset(), tmp_path / "d.zarr")
+    import json
+
+    for name in ("vorticity", "viscosity", SAMPLE, X):
+        meta = json.loads((store / name / ".zarray").read_text())
+        assert meta["filters"] == [{"id": "crc32"}], name
