@@ -325,6 +325,12 @@ class GuardedArray(BackendArray):
                 if chunk is not None:
                     where += f" (chunk '{chunk}')"
         kind = "zarr store" if self.zarr_store else "netCDF4 file"
+        if isinstance(error, (PermissionError, FileNotFoundError)):
+            # not damage: the file is there no longer, or not for this user
+            return DatasetFileError(
+                f"cannot read variable '{self.name}' of {kind} '{self.source}'{where} "
+                f"({type(error).__name__}: {error}): check that it still exists and that you "
+                "may read it")
         return DatasetFileError(
             f"cannot decode variable '{self.name}' of {kind} '{self.source}'{where}: the file "
             f"is corrupt (underlying error: {type(error).__name__}: {error}). Regenerate or "
@@ -486,7 +492,8 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
         damaged: list[DamagedChunk] = []
         missing: dict[tuple[str, tuple[int, int] | None], DamagedChunk] = {}
         if source.is_dir():
-            found, _ = missing_chunks(source, ds, complete=ranges)
+            # every absent chunk, also of variables that read it as their fill value (NaN)
+            found, _ = missing_chunks(source, complete=ranges)
             missing = {(chunk.variable, chunk.samples): chunk for chunk in found}
         plan = [(name, block) for name in ds.variables
                 for block in _blocks(ds[name], ranges, coordinate=name in ds.coords)]

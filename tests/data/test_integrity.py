@@ -5,6 +5,7 @@ dimensions stored in another order, and ``check_file`` (``ssmpde info --check``)
 from __future__ import annotations
 
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -158,6 +159,21 @@ def test_a_chunk_that_is_declared_fill_is_not_missing(tmp_path):
     _chunk(path, "vorticity", "1.0.0.0").unlink()
     with open_dataset(path) as opened:
         assert np.isnan(opened["vorticity"].isel({SAMPLE: 1}).values).all()
+    damaged = check_file(path, progress=False).damaged  # the check lists it all the same
+    assert [(d.chunk, d.problem) for d in damaged] == [("1.0.0.0", "missing")]
+
+
+def test_a_missing_chunk_of_a_zarr_format_3_store(tmp_path):
+    ds = _dataset()
+    path = tmp_path / "v3.zarr"
+    with warnings.catch_warnings():  # consolidated metadata are not (yet) part of format 3
+        warnings.simplefilter("ignore")
+        ds.to_zarr(path, zarr_format=3, consolidated=True, write_empty_chunks=True,
+                   encoding={"vorticity": {"_FillValue": None, "chunks": (1, 2, 3, 5)}})
+    (path / "vorticity" / "c" / "1" / "0" / "0" / "0").unlink()
+    with pytest.raises(DatasetFileError, match=r"'vorticity'.*missing chunk 'c/1/0/0/0' "
+                                               r"\(sample 1\)"):
+        open_dataset(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,3 +354,24 @@ def test_zarr_chunks_carry_a_checksum(tmp_path):
     for name in ("vorticity", "viscosity", SAMPLE, X):
         meta = json.loads((store / name / ".zarray").read_text())
         assert meta["filters"] == [{"id": "crc32"}], name
+
+
+def test_a_chunk_this_user_may_not_read_is_not_called_corrupt():
+    from xarray.backends import BackendArray
+    from xarray.core import indexing
+
+    from ssmpde.data.integrity import GuardedArray
+
+    class Forbidden(BackendArray):
+        shape, dtype = (3, 2), np.dtype("f8")
+
+        def __getitem__(self, key):
+            raise PermissionError(13, "Permission denied", "d.zarr/u/1.0")
+
+    guarded = GuardedArray(Forbidden(), source="d.zarr", name="u", stored_dims=(SAMPLE, X),
+                           dims=(SAMPLE, X), zarr_store=False)
+    with pytest.raises(DatasetFileError, match=r"cannot read variable 'u' of netCDF4 file "
+                                               r"'d.zarr' at sample 1 \(PermissionError.*"
+                                               r"may read it") as info:
+        guarded[indexing.BasicIndexer((1, slice(None)))]
+    assert "corrupt" not in str(info.value)
