@@ -177,11 +177,19 @@ def _build_parser() -> argparse.ArgumentParser:
     info.add_argument("--no-progress", action="store_true",
                       help="hide the progress bar of --check")
     convert = commands.add_parser(
-        "convert", help="copy a dataset between netCDF and zarr",
+        "convert", help="copy a dataset between netCDF, zarr and other tools' formats",
         description="Copy a dataset between netCDF4 (.nc) and zarr (.zarr), either way, value "
-                    "for value with every attribute, one sample at a time.")
-    convert.add_argument("source", help="netCDF file or finished zarr store")
-    convert.add_argument("target", help="the copy: .nc, .nc4, .netcdf or .zarr")
+                    "for value with every attribute, one sample at a time; or export it to "
+                    "another tool's format (--to), printing what that format cannot carry. "
+                    "Files in those formats are read as they are by every command.")
+    convert.add_argument("source", help="netCDF file, finished zarr store, or a file in a "
+                                        "foreign format (e.g. PDEBench HDF5)")
+    convert.add_argument("target", help="the copy: .nc, .nc4, .netcdf or .zarr, or any name "
+                                        "with --to")
+    convert.add_argument("--to", metavar="FORMAT",
+                         help="the target's format: netcdf, zarr, "
+                              + ", ".join(_foreign_format_help())
+                              + " (default: from the target's suffix)")
     convert.add_argument("--overwrite", action="store_true",
                          help="replace an existing target written by ssmpde")
     models = commands.add_parser("models", help="list the surrogate models and their presets",
@@ -331,13 +339,21 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .data import convert, open_dataset
+    from .data import convert
 
-    target = convert(args.source, args.target, overwrite=args.overwrite)
-    with open_dataset(target) as ds:
-        sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
-    print(f"wrote {target} ({sizes})")
+    result = convert(args.source, args.target, overwrite=args.overwrite, to=args.to)
+    sizes = ", ".join(f"{k}={v}" for k, v in result.sizes.items())
+    kind = "" if result.format in ("netcdf", "zarr") else f" as {result.format}"
+    print(f"wrote {result.target}{kind} ({sizes})")
+    for note in result.notes:
+        print(f"note: {note}")
     return 0
+
+
+def _foreign_format_help() -> list[str]:
+    from .data.formats import known_formats
+
+    return [f"{name} ({module.DESCRIPTION})" for name, module in known_formats().items()]
 
 
 def _train(args: argparse.Namespace) -> int:

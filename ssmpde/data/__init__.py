@@ -6,6 +6,9 @@ Every dataset the toolkit writes or reads is an :class:`xarray.Dataset` with
   ``time``), each with a coordinate variable that carries ``units``;
 * one data variable per physical field or per-sample parameter, each with ``long_name`` and
   ``units``; extra non-standard dimensions (``forcing_mode``, ...) are allowed on data variables;
+* on the variables the solvers write, their boundary conditions, vector components and the
+  placement of the grid points (:func:`boundary_conditions_of`, :func:`vectors_of`,
+  :data:`GRID_PLACEMENT`);
 * the global attributes :data:`REQUIRED_GLOBAL_ATTRS`, with ``Conventions = "CF-1.10"`` and the
   full generator config as a JSON object in ``ssmpde_config``.
 
@@ -31,6 +34,8 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
   policy;
 * :mod:`ssmpde.data.integrity`: what every reader checks (missing and undecodable chunks,
   dimension order) and :func:`check_file`;
+* :mod:`ssmpde.data.formats`: the registry of foreign formats (:mod:`ssmpde.data.pdebench`, ...)
+  that :func:`open_dataset` reads and :func:`convert` writes;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
 * :mod:`ssmpde.data.store`: zarr stores written in parallel;
 * :mod:`ssmpde.data.summary`: :func:`describe`;
@@ -51,6 +56,7 @@ from .files import (
     NETCDF_SUFFIXES,
     ZARR_FORMAT,
     ZARR_SUFFIXES,
+    Conversion,
     check_output,
     convert,
     is_ssmpde_output,
@@ -62,8 +68,13 @@ from .integrity import DamagedChunk, IntegrityReport, check_file
 from .outputs import OutputLockedError, atomic_path, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
 from .schema import (
+    BOUNDARY_CONDITIONS,
+    BOUNDARY_KINDS,
+    BOUNDS_DIM,
     CONVENTIONS,
     ENCODED_BY,
+    GRID_PLACEMENT,
+    GRID_PLACEMENTS,
     REQUIRED_GLOBAL_ATTRS,
     ROLE,
     ROLES,
@@ -71,25 +82,37 @@ from .schema import (
     SPATIAL_DIMS,
     STANDARD_DIMS,
     TIME,
+    VECTOR,
+    VECTOR_COMPONENT,
     X,
     Y,
     DatasetFileError,
     SchemaError,
+    boundary_conditions_of,
     build_dataset,
     canonical_dims,
     config_of,
+    format_boundary_conditions,
     grid_coordinates,
+    parse_boundary_conditions,
     roles_of,
     sample_coordinate,
+    spatial_coordinate,
     time_coordinate,
     validate,
+    vectors_of,
 )
 from .store import create_store, finish_store, update_store_progress, write_store_region
 from .summary import describe
 
 __all__ = [
+    "BOUNDARY_CONDITIONS",
+    "BOUNDARY_KINDS",
+    "BOUNDS_DIM",
     "CONVENTIONS",
     "ENCODED_BY",
+    "GRID_PLACEMENT",
+    "GRID_PLACEMENTS",
     "NETCDF_COMPRESSION",
     "NETCDF_SUFFIXES",
     "PROGRESS_ATTR",
@@ -100,10 +123,13 @@ __all__ = [
     "SPATIAL_DIMS",
     "STANDARD_DIMS",
     "TIME",
+    "VECTOR",
+    "VECTOR_COMPONENT",
     "X",
     "Y",
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
+    "Conversion",
     "DamagedChunk",
     "DatasetFileError",
     "IntegrityReport",
@@ -112,6 +138,7 @@ __all__ = [
     "SsmpdeAccessor",
     "StoreProgress",
     "atomic_path",
+    "boundary_conditions_of",
     "build_dataset",
     "canonical_dims",
     "check_file",
@@ -121,18 +148,22 @@ __all__ = [
     "create_store",
     "describe",
     "finish_store",
+    "format_boundary_conditions",
     "grid_coordinates",
     "is_ssmpde_output",
     "load_dataset",
     "open_dataset",
     "output_lock",
+    "parse_boundary_conditions",
     "remove_stale_temporaries",
     "roles_of",
     "sample_coordinate",
     "save",
+    "spatial_coordinate",
     "store_progress",
     "time_coordinate",
     "update_store_progress",
     "validate",
+    "vectors_of",
     "write_store_region",
 ]

@@ -53,6 +53,7 @@ STORED_DIMS = "ssmpde_stored_dims"
 # What a codec raises for bytes it cannot decode (HDF5 through netCDF4: RuntimeError or
 # OSError; blosc, zstd: RuntimeError; a truncated zarr chunk: ValueError; gzip: zlib.error).
 DECODE_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EOFError, zlib.error)
+ZARR_STORE = "zarr store"
 
 
 def _check_hint(source: str) -> str:
@@ -246,7 +247,7 @@ class GuardedArray(BackendArray):
     out in the schema's dimension order (``dims``) whatever its stored order."""
 
     def __init__(self, array: BackendArray, *, source: str, name: str,
-                 stored_dims: Sequence[str], dims: Sequence[str], zarr_store: bool):
+                 stored_dims: Sequence[str], dims: Sequence[str], kind: str):
         self.array = array
         self.source = source
         self.name = name
@@ -255,7 +256,7 @@ class GuardedArray(BackendArray):
         self.order = tuple(self.stored_dims.index(d) for d in self.dims)
         self.shape = tuple(array.shape[axis] for axis in self.order)
         self.dtype = array.dtype
-        self.zarr_store = zarr_store
+        self.kind = kind  # "zarr store", "netCDF4 file", "pdebench file", ...
 
     @property
     def transposed(self) -> bool:
@@ -321,10 +322,10 @@ class GuardedArray(BackendArray):
             else:
                 where = f" at sample {sample}"
                 chunk = (_chunk_of_sample(pathlib.Path(self.source), self.name, sample)
-                         if self.zarr_store else None)
+                         if self.kind == ZARR_STORE else None)
                 if chunk is not None:
                     where += f" (chunk '{chunk}')"
-        kind = "zarr store" if self.zarr_store else "netCDF4 file"
+        kind = self.kind
         if isinstance(error, (PermissionError, FileNotFoundError)):
             # not damage: the file is there no longer, or not for this user
             return DatasetFileError(
@@ -343,9 +344,14 @@ def _permute(value: Any, order: tuple[int, ...]) -> Any:
     return value
 
 
-def _guard(ds: xr.Dataset, source: str, *, zarr_store: bool) -> xr.Dataset:
+def guard(ds: xr.Dataset, source: str, *, kind: str) -> xr.Dataset:
     """``ds`` (as a backend opened it, values not yet read) with every lazily read variable
-    guarded, and its data variables in the schema's dimension order."""
+    guarded, and its data variables in the schema's dimension order.
+
+    ``kind`` names the file in messages (:data:`ZARR_STORE` gets its chunks named too).
+    Variables already in memory (index coordinates) or already wrapped for dask pass as
+    they are: guard a dataset before chunking it.
+    """
     coords, data_vars = {}, {}
     for name, var in ds.variables.items():
         lazy = var._data  # what a backend hands xarray: LazilyIndexedArray(BackendArray)
@@ -355,7 +361,7 @@ def _guard(ds: xr.Dataset, source: str, *, zarr_store: bool) -> xr.Dataset:
             continue  # index coordinates: read while the backend opened the file
         dims = canonical_dims(var.dims) if name in ds.data_vars else tuple(var.dims)
         guarded = GuardedArray(lazy.array, source=source, name=str(name),
-                               stored_dims=var.dims, dims=dims, zarr_store=zarr_store)
+                               stored_dims=var.dims, dims=dims, kind=kind)
         encoding = dict(var.encoding)
         if guarded.transposed:
             encoding = {key: _permute(value, guarded.order) for key, value in encoding.items()}
@@ -367,7 +373,7 @@ def _guard(ds: xr.Dataset, source: str, *, zarr_store: bool) -> xr.Dataset:
     return result
 
 
-def _guarded_backend(base: type, zarr_store: bool) -> type:
+def _guarded_backend(base: type, kind: str) -> type:
     class Guarded(base):
         # The parent's parameters: xarray reads them to route its decoding options.
         open_dataset_parameters = tuple(
@@ -375,15 +381,15 @@ def _guarded_backend(base: type, zarr_store: bool) -> type:
 
         def open_dataset(self, filename_or_obj, **kwargs):
             ds = super().open_dataset(filename_or_obj, **kwargs)
-            return _guard(ds, os.fspath(filename_or_obj), zarr_store=zarr_store)
+            return guard(ds, os.fspath(filename_or_obj), kind=kind)
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
     return Guarded
 
 
 #: The xarray engines every ssmpde reader opens files with.
-GuardedNetCDF4Backend = _guarded_backend(NetCDF4BackendEntrypoint, zarr_store=False)
-GuardedZarrBackend = _guarded_backend(ZarrBackendEntrypoint, zarr_store=True)
+GuardedNetCDF4Backend = _guarded_backend(NetCDF4BackendEntrypoint, "netCDF4 file")
+GuardedZarrBackend = _guarded_backend(ZarrBackendEntrypoint, ZARR_STORE)
 
 
 # --------------------------------------------------------------------------------------------

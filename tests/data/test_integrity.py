@@ -369,7 +369,7 @@ def test_a_chunk_this_user_may_not_read_is_not_called_corrupt():
             raise PermissionError(13, "Permission denied", "d.zarr/u/1.0")
 
     guarded = GuardedArray(Forbidden(), source="d.zarr", name="u", stored_dims=(SAMPLE, X),
-                           dims=(SAMPLE, X), zarr_store=False)
+                           dims=(SAMPLE, X), kind="netCDF4 file")
     with pytest.raises(DatasetFileError, match=r"cannot read variable 'u' of netCDF4 file "
                                                r"'d.zarr' at sample 1 \(PermissionError.*"
                                                r"may read it") as info:
