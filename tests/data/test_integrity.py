@@ -375,3 +375,24 @@ def test_a_chunk_this_user_may_not_read_is_not_called_corrupt():
                                                r"may read it") as info:
         guarded[indexing.BasicIndexer((1, slice(None)))]
     assert "corrupt" not in str(info.value)
+
+
+def test_a_corrupt_foreign_file_names_file_and_variable(tmp_path, monkeypatch):
+    # A PDEBench export read back: its reads are guarded like those of our own files. (Its
+    # data are stored uncompressed, without a checksum, so the damage is simulated.)
+    from ssmpde.data import pdebench
+
+    source = save(_dataset(nsample=4), tmp_path / "d.nc")
+    target = tmp_path / "d.h5"
+    convert(source, target, to="pdebench")
+
+    def rotten(self, path, key):
+        raise RuntimeError("NetCDF: HDF error")
+
+    monkeypatch.setattr(pdebench._File, "read", rotten)
+    with open_dataset(target) as ds:
+        name = next(n for n, v in ds.data_vars.items() if SAMPLE in v.dims)
+        with pytest.raises(DatasetFileError, match=rf"cannot decode variable '{name}' of "
+                                                   r"pdebench file '.*d.h5' at sample 2.*"
+                                                   r"corrupt.*HDF error"):
+            ds[name].isel({SAMPLE: 2}).values
