@@ -94,19 +94,25 @@ def _sample_axis(array) -> int | None:
     return dims.index(SAMPLE) if dims is not None and SAMPLE in dims else None
 
 
+def _sample_chunk_key(array, sample: int | None) -> str | None:
+    """The key of the zarr chunk of ``array`` holding ``sample`` (any, for an array without
+    samples), if exactly one chunk does (the array is not split along other dimensions)."""
+    axis = _sample_axis(array)
+    if any(n != 1 for i, n in enumerate(_grid(array)) if i != axis):
+        return None
+    coords = [0] * array.ndim
+    if axis is not None and sample is not None:
+        coords[axis] = sample // _stored_objects(array)[axis]
+    return array.metadata.encode_chunk_key(tuple(coords))
+
+
 def _chunk_of_sample(path: pathlib.Path, name: str, sample: int) -> str | None:
-    """The key of the zarr chunk holding ``sample`` of ``name``, if exactly one does."""
+    """The key of the zarr chunk of variable ``name`` holding ``sample``, if one does."""
     try:
         array = _zarr_arrays(path)[name]
     except Exception:  # naming the chunk is a courtesy of an error message already on its way
         return None
-    axis = _sample_axis(array)
-    grid = _grid(array)
-    if axis is None or any(n != 1 for i, n in enumerate(grid) if i != axis):
-        return None
-    coords = [0] * array.ndim
-    coords[axis] = sample // _stored_objects(array)[axis]
-    return array.metadata.encode_chunk_key(tuple(coords))
+    return _sample_chunk_key(array, sample)
 
 
 def _chunk_files(directory: pathlib.Path) -> set[str]:
@@ -496,32 +502,28 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
                        check_chunks=False)
     with ds:
         damaged: list[DamagedChunk] = []
-        missing: dict[tuple[str, tuple[int, int] | None], DamagedChunk] = {}
+        missing: dict[str, dict[tuple[int, int] | None, DamagedChunk]] = {}
         if source.is_dir():
             # every absent chunk, also of variables that read it as their fill value (NaN)
-            found, _ = missing_chunks(source, complete=ranges)
-            missing = {(chunk.variable, chunk.samples): chunk for chunk in found}
+            for chunk in missing_chunks(source, complete=ranges)[0]:
+                missing.setdefault(chunk.variable, {})[chunk.samples] = chunk
         plan = [(name, block) for name in ds.variables
                 for block in _blocks(ds[name], ranges, coordinate=name in ds.coords)]
-        keys = {}
-        if source.is_dir():
-            arrays = _zarr_arrays(source)
-            for name in ds.variables:
-                array = arrays.get(str(name))
-                if array is not None and all(n == 1 for i, n in enumerate(_grid(array))
-                                             if i != _sample_axis(array)):
-                    keys[name] = array
+        arrays = _zarr_arrays(source) if source.is_dir() else {}
         bar = tqdm(total=len(plan), unit="chunk", desc=f"checking {source.name}",
                    disable=not progress, leave=False)
         try:
             for name, block in plan:
-                key = _key(keys.get(name), block)
-                if (name, block) in missing:
-                    damaged.append(missing[(name, block)])
+                array = arrays.get(str(name))
+                key = None if array is None else _sample_chunk_key(
+                    array, None if block is None else block[0])
+                absent = _absent(missing.get(str(name), {}), block)
+                if absent:  # read, they would give zeros: nothing to decode
+                    damaged.extend(absent)
                 else:
                     problem = _read_problem(ds[name], block)
                     if key is not None and (problem is None or "undecodable" not in problem):
-                        problem = (_blosc_frame_problem(keys[name], source / str(name) / key)
+                        problem = (_blosc_frame_problem(array, source / str(name) / key)
                                    or problem)
                     if problem is not None:
                         damaged.append(DamagedChunk(str(name), key, block, problem))
@@ -529,6 +531,19 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
         finally:
             bar.close()
     return IntegrityReport(source, len(plan), len(ds.variables), damaged, note)
+
+
+def _absent(missing: dict[tuple[int, int] | None, DamagedChunk],
+            block: tuple[int, int] | None) -> list[DamagedChunk]:
+    """The missing chunks of one variable that a block of :func:`check_file` would read."""
+    if not missing:
+        return []
+    if block is None:  # the whole variable in one read
+        return list(missing.values())
+    if block in missing:  # blocks are the store's chunks along sample: the usual case
+        return [missing[block]]
+    return [chunk for samples, chunk in missing.items()
+            if samples is None or (samples[0] < block[1] and block[0] < samples[1])]
 
 
 def _blosc_frame_problem(array, chunk: pathlib.Path) -> str | None:
@@ -553,13 +568,3 @@ def _blosc_frame_problem(array, chunk: pathlib.Path) -> str | None:
     if size != promised:
         return f"undecodable (truncated or padded: {size} bytes, its blosc header says {promised})"
     return None
-
-
-def _key(array, block: tuple[int, int] | None) -> str | None:
-    if array is None:
-        return None
-    axis = _sample_axis(array)
-    coords = [0] * array.ndim
-    if axis is not None and block is not None:
-        coords[axis] = block[0] // _stored_objects(array)[axis]
-    return array.metadata.encode_chunk_key(tuple(coords))

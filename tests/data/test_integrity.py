@@ -309,6 +309,14 @@ def test_check_lists_every_damaged_chunk_of_a_store(tmp_path):
         assert line in text, text
 
 
+def test_check_lists_a_missing_coordinate_chunk(tmp_path):
+    store = save(_dataset(nsample=3), tmp_path / "d.zarr")
+    _chunk(store, SAMPLE, "0").unlink()
+    report = check_file(store, progress=False)
+    assert [(d.variable, d.chunk, d.problem) for d in report.damaged] == \
+        [(SAMPLE, "0", "missing")]
+
+
 def test_check_finds_the_damaged_sample_of_a_netcdf_file(tmp_path):
     path = _corrupt_netcdf(tmp_path)
     report = check_file(path, progress=False)
