@@ -34,6 +34,7 @@ import itertools
 import math
 import os
 import pathlib
+import warnings
 import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -490,7 +491,7 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
     """
     from tqdm.auto import tqdm
 
-    from .files import _open_dataset
+    from .files import _is_zarr_store, _open_dataset
     from .progress import store_progress
 
     source = pathlib.Path(os.fspath(path)).expanduser()
@@ -498,18 +499,26 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
     ranges = None if record is None else list(record.complete)
     note = "" if record is None else (f"status: being written, {record.summary()}; "
                                       "checked: its complete samples")
-    ds = _open_dataset(source, validate=False, chunks=None, in_progress=True,
-                       check_chunks=False)
+    zarr_store = _is_zarr_store(source)
+    missing: dict[str, dict[tuple[int, int] | None, DamagedChunk]] = {}
+    with warnings.catch_warnings():
+        # A store being written may meet the temporary of a progress update (as describe).
+        warnings.filterwarnings("ignore", message=r"Object at .*\.partial is not recognized")
+        ds = _open_dataset(source, validate=False, chunks=None, in_progress=True,
+                           check_chunks=False)
+        try:
+            if zarr_store:
+                # every absent chunk, also of variables that read it as their fill value
+                for chunk in missing_chunks(source, complete=ranges)[0]:
+                    missing.setdefault(chunk.variable, {})[chunk.samples] = chunk
+            arrays = _zarr_arrays(source) if zarr_store else {}
+        except BaseException:
+            ds.close()
+            raise
     with ds:
         damaged: list[DamagedChunk] = []
-        missing: dict[str, dict[tuple[int, int] | None, DamagedChunk]] = {}
-        if source.is_dir():
-            # every absent chunk, also of variables that read it as their fill value (NaN)
-            for chunk in missing_chunks(source, complete=ranges)[0]:
-                missing.setdefault(chunk.variable, {})[chunk.samples] = chunk
         plan = [(name, block) for name in ds.variables
                 for block in _blocks(ds[name], ranges, coordinate=name in ds.coords)]
-        arrays = _zarr_arrays(source) if source.is_dir() else {}
         bar = tqdm(total=len(plan), unit="chunk", desc=f"checking {source.name}",
                    disable=not progress, leave=False)
         try:
