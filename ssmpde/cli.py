@@ -9,6 +9,7 @@ import re
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,6 +118,10 @@ def _add_solver_parser(subparsers, name: str) -> None:
                      help="most memory the run may plan to use at once: bytes or a size such "
                           "as 8G, 512M (default: SSMPDE_MAX_MEMORY, else 80%% of the "
                           "available memory)")
+    run.add_argument("--max-disk", metavar="SIZE",
+                     help="most disk space the run may use (part files and the merged file "
+                          "at once): bytes or a size such as 500G; replaces the check against "
+                          "the free space (default: SSMPDE_MAX_DISK, else the free space)")
     run.add_argument("--no-progress", action="store_true",
                      help="hide the progress bar (and, on a cluster, the dashboard line)")
     _add_threads(run, "every core")
@@ -315,8 +320,8 @@ def _generate(args: argparse.Namespace) -> int:
     ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
                   batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
                   progress=not args.no_progress, max_memory=args.max_memory,
-                  scheduler=args.scheduler, workers=args.workers, threads=args.threads,
-                  **config)
+                  max_disk=args.max_disk, scheduler=args.scheduler, workers=args.workers,
+                  threads=args.threads, **config)
     sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {args.out} ({sizes})")
     ds.close()
@@ -486,6 +491,16 @@ def _one_line(error: BaseException) -> str:
         or type(error).__name__
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """ssmpde's own warnings as one line, like its errors; others as Python shows them."""
+    if category.__module__.split(".")[0] == "ssmpde":
+        return f"ssmpde: warning: {_one_line(message)}\n"
+    return _python_format_warning(message, category, filename, lineno, line)
+
+
+_python_format_warning = warnings.formatwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmpde`` command; returns the exit status.
 
@@ -497,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .solvers.base import SolverDivergedError
     from .surrogates.train import TrainingDivergedError
 
+    warnings.formatwarning = _format_warning
     parser = _build_parser()
     args = parser.parse_args(argv)  # a bad command line exits 2 with one line
     handlers = {"generate": _generate, "info": _info, "convert": _convert, "models": _models,

@@ -29,7 +29,7 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 
 * :mod:`ssmpde.data.schema`: dimension names, roles, attributes, coordinates,
   :func:`build_dataset`, :func:`validate`;
-* :mod:`ssmpde.data.outputs`: atomic writes and write locks for any output;
+* :mod:`ssmpde.data.outputs`: atomic writes, write locks and full disks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;
 * :mod:`ssmpde.data.integrity`: what every reader checks (missing and undecodable chunks,
@@ -63,9 +63,20 @@ from .files import (
     load_dataset,
     open_dataset,
     save,
+    size_bound,
 )
 from .integrity import DamagedChunk, IntegrityReport, check_file
-from .outputs import OutputLockedError, atomic_path, output_lock, remove_stale_temporaries
+from .outputs import (
+    DiskFullError,
+    OutputLockedError,
+    atomic_path,
+    block_size,
+    disk_space,
+    disk_usage,
+    free_space,
+    output_lock,
+    remove_stale_temporaries,
+)
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
 from .schema import (
     BOUNDARY_CONDITIONS,
@@ -132,12 +143,14 @@ __all__ = [
     "Conversion",
     "DamagedChunk",
     "DatasetFileError",
+    "DiskFullError",
     "IntegrityReport",
     "OutputLockedError",
     "SchemaError",
     "SsmpdeAccessor",
     "StoreProgress",
     "atomic_path",
+    "block_size",
     "boundary_conditions_of",
     "build_dataset",
     "canonical_dims",
@@ -147,8 +160,11 @@ __all__ = [
     "convert",
     "create_store",
     "describe",
+    "disk_space",
+    "disk_usage",
     "finish_store",
     "format_boundary_conditions",
+    "free_space",
     "grid_coordinates",
     "is_ssmpde_output",
     "load_dataset",
@@ -159,6 +175,7 @@ __all__ = [
     "roles_of",
     "sample_coordinate",
     "save",
+    "size_bound",
     "spatial_coordinate",
     "store_progress",
     "time_coordinate",

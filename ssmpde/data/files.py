@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import math
 import numbers
 import os
 import pathlib
@@ -30,7 +31,7 @@ import xarray as xr
 from . import formats
 from .integrity import (GuardedNetCDF4Backend, GuardedZarrBackend, guard, missing_chunks,
                         missing_chunks_error)
-from .outputs import atomic_path, output_lock, remove_stale_temporaries
+from .outputs import atomic_path, block_size, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, _root_attributes, store_progress
 from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
 
@@ -46,6 +47,7 @@ __all__ = [
     "load_dataset",
     "open_dataset",
     "save",
+    "size_bound",
 ]
 
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf")
@@ -142,6 +144,59 @@ def _netcdf_encoding(ds: xr.Dataset) -> dict[str, dict]:
         if ds[name].dtype.kind in "biuf" and ds[name].ndim > 0:
             encoding[name].update(NETCDF_COMPRESSION, chunksizes=chunks)
     return encoding
+
+
+# What the layout adds to the values, at most (see size_bound): per chunk, an HDF5 chunk-index
+# entry and deflate's framing, or zarr's chunk header; per variable, its metadata and headers.
+_PER_CHUNK = 320
+_PER_VARIABLE = 4096
+_FIXED = 64 * 2 ** 10
+
+
+def size_bound(*, fmt: str, data_bytes: int, chunks: int, variables: int,
+               coordinate_bytes: int, attribute_bytes: int, block: int = 4096) -> int:
+    """An upper bound of the bytes a dataset in ssmpde's layout occupies on disk.
+
+    The values uncompressed (compression can only shrink them, apart from deflate's and
+    blosc's framing of incompressible data, at most 0.1 %), plus per chunk (one sample of one
+    variable) an index entry and framing, for zarr the file system's ``block`` too (each
+    chunk is a file, rounded up to whole blocks), plus per variable its metadata, plus the
+    coordinates and attributes twice over (headers and copies) and a fixed allowance for the
+    file's own structures.
+
+    Parameters
+    ----------
+    fmt : {"netcdf", "zarr"}
+    data_bytes : int
+        Bytes of the data variables' values.
+    chunks : int
+        Chunks of the data variables: samples times per-sample variables.
+    variables : int
+        Variables, coordinates included.
+    coordinate_bytes, attribute_bytes : int
+        Bytes of the coordinates' values and of every attribute's text.
+    block : int
+        The file system's allocation unit (``os.statvfs(...).f_frsize``).
+    """
+    per_chunk = _PER_CHUNK + (block if fmt == "zarr" else 0)
+    per_variable = _PER_VARIABLE + 4 * block
+    return int(data_bytes + data_bytes // 1000 + chunks * per_chunk + variables * per_variable
+               + 2 * (coordinate_bytes + attribute_bytes) + _FIXED + block)
+
+
+def _attribute_bytes(ds: xr.Dataset) -> int:
+    return sum(len(str(value)) + len(str(key)) for owner in (ds, *ds.variables.values())
+               for key, value in owner.attrs.items())
+
+
+def _size_bound(ds: xr.Dataset, fmt: str, block: int) -> int:
+    """:func:`size_bound` of ``ds`` in ``fmt`` (from its metadata: no value is read)."""
+    chunks = sum(math.prod(var.shape[:1]) if var.dims[:1] == (SAMPLE,) else 1
+                 for var in ds.data_vars.values())
+    return size_bound(fmt=fmt, data_bytes=sum(var.nbytes for var in ds.data_vars.values()),
+                      chunks=chunks, variables=len(ds.variables),
+                      coordinate_bytes=sum(coord.nbytes for coord in ds.coords.values()),
+                      attribute_bytes=_attribute_bytes(ds), block=block)
 
 
 def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
@@ -290,7 +345,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
 
     The data go to a hidden temporary ``.<name>.tmp-<hex>`` beside the target, renamed into
     place once complete.  On any exception, ``KeyboardInterrupt`` included, the temporary is
-    removed and an existing target is left as it was.
+    removed and an existing target is left as it was.  A disk that fills up raises
+    :class:`~ssmpde.data.DiskFullError` naming the target and the space it needs at most
+    (:func:`size_bound`).
 
     Examples
     --------
@@ -323,7 +380,7 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
 def _write_own(ds: xr.Dataset, target: pathlib.Path, fmt: str) -> None:
     """Write ``ds`` atomically as ``fmt`` (``"zarr"`` or ``"netcdf"``), whatever the suffix."""
     out = ds.drop_encoding()
-    with atomic_path(target) as tmp:
+    with atomic_path(target, needed=_size_bound(out, fmt, block_size(target.parent))) as tmp:
         if fmt == "zarr":
             _write_zarr(out, tmp)
         else:
