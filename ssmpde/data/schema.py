@@ -294,8 +294,9 @@ def grid_coordinates(resolution: int | Sequence[int], *, ndim: int | None = None
             coords[dim].attrs["bounds"] = f"{dim}_bounds"
             coords[f"{dim}_bounds"] = xr.DataArray(
                 np.stack([edges[:-1], edges[1:]], axis=1), dims=(dim, BOUNDS_DIM),
-                # CF 7.1: the units are the coordinate's (xarray writes none, being equal).
-                name=f"{dim}_bounds", attrs={"units": units})
+                # CF 7.1: the units are the coordinate's, so none of their own (xarray drops
+                # equal ones from netCDF but not from zarr: the two files would differ).
+                name=f"{dim}_bounds")
     return coords
 
 

@@ -322,7 +322,11 @@ def test_dataset_layout_roles_units_and_pooling():
                             "tracer": "state", "potential": "forcing"}
     assert ds.density.dims == ("sample", "time", "y", "x") and ds.density.shape == (1, 3, 8, 8)
     assert ds.potential.dims == ("sample", "y", "x")
-    assert all("units" in ds[v].attrs for v in ds.variables)
+    # CF 7.1: bounds take their coordinate's units and carry none (as xarray writes them)
+    bounds = {ds[c].attrs["bounds"] for c in ("x", "y")}
+    assert bounds == {"x_bounds", "y_bounds"}
+    assert all("units" in ds[v].attrs for v in ds.variables if v not in bounds)
+    assert all("units" not in ds[v].attrs for v in bounds)
     np.testing.assert_allclose(ds.x.values, centres(8, -0.5))  # GCE-RT: [−½, ½]²
     # stored frames are 2 × 2 block averages of the simulation
     fine = Euler2D(problem="gce-rt", gamma=2.0, resolution=16, simulation_resolution=16,
