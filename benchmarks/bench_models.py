@@ -318,6 +318,15 @@ def float16_error(model, x) -> dict:
             "seconds_once": seconds}
 
 
+def _known_at_baseline(package, name: str, preset: str) -> bool:
+    """Whether the baseline revision has this model and preset (a model added since, such as
+    the lean FNO, has no before-state: its rows carry none)."""
+    try:
+        return preset in package.get_model_class(name).PRESETS
+    except ValueError:  # an unknown model
+        return False
+
+
 def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> dict:
     """Every row of one preset (see the module docstring)."""
     from ssmpde.surrogates import build_model, parameter_count
@@ -326,7 +335,8 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
     model = build_model(name, preset=preset, **overrides)
     model.eval()  # no dropout here; eval keeps any running statistics fixed
     before = None
-    if args.baseline_package is not None:
+    if args.baseline_package is not None and _known_at_baseline(args.baseline_package, name,
+                                                                 preset):
         before = args.baseline_package.build_model(name, preset=preset, **overrides).eval()
         before.load_state_dict(model.state_dict())
     small = make_input(model, 1)
