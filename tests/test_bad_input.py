@@ -65,6 +65,22 @@ def run_bad(argv, capsys, root):
     return lines[0]
 
 
+def assert_table(table, capsys, root, before_each=None):
+    """Run every ``(id, argv, expected words, ...)`` row through :func:`run_bad`; report all
+    failing rows at once. ``before_each(row)`` prepares a row (its environment)."""
+    failures = []
+    for row in table:
+        name, argv, words = row[:3]
+        if before_each is not None:
+            before_each(row)
+        try:
+            line = run_bad(argv, capsys, root)
+            assert words in line, (name, line)
+        except AssertionError as error:
+            failures.append(f"{name}: {error}")
+    assert not failures, "\n".join(failures)
+
+
 def cases(f):
     """(id, argv, expected words) of the bad-input table; ``f`` maps fixture names to paths."""
     d, ns, out = f["darcy"], f["ns"], f["root"] / "new"
@@ -162,14 +178,7 @@ def cases(f):
 
 
 def test_bad_input_table(files, capsys):
-    failures = []
-    for name, argv, words in cases(files):
-        try:
-            line = run_bad(argv, capsys, files["root"])
-            assert words in line, (name, line)
-        except AssertionError as error:
-            failures.append(f"{name}: {error}")
-    assert not failures, "\n".join(failures)
+    assert_table(cases(files), capsys, files["root"])
 
 
 def test_crafted_checkpoints_are_named_not_tracebacks(files, capsys, tmp_path):
@@ -334,17 +343,12 @@ def disk_cases(f):
 
 
 def test_disk_cases_of_the_bad_input_table(files, capsys, monkeypatch):
-    failures = []
-    for name, argv, words, environment in disk_cases(files):
+    def environment(row):
         monkeypatch.delenv("SSMPDE_MAX_DISK", raising=False)
-        for key, value in environment.items():
+        for key, value in row[3].items():
             monkeypatch.setenv(key, value)
-        try:
-            line = run_bad(argv, capsys, files["root"])
-            assert words in line, (name, line)
-        except AssertionError as error:
-            failures.append(f"{name}: {error}")
-    assert not failures, "\n".join(failures)
+
+    assert_table(disk_cases(files), capsys, files["root"], before_each=environment)
 
 
 # ------------------------------------------------------------------------------------------
@@ -434,14 +438,7 @@ def escape_cases(f):
 
 
 def test_escapes_table(files, capsys):
-    failures = []
-    for name, argv, words in escape_cases(files):
-        try:
-            line = run_bad(argv, capsys, files["root"])
-            assert words in line, (name, line)
-        except AssertionError as error:
-            failures.append(f"{name}: {error}")
-    assert not failures, "\n".join(failures)
+    assert_table(escape_cases(files), capsys, files["root"])
     assert (files["root"] / "escape-user.nc").read_text() == "my notes"
     assert (files["root"] / "escape-plain.zarr").read_text() == "not a store"
 
@@ -555,14 +552,7 @@ def integrity_cases(f, d):
 
 
 def test_damaged_inputs_table(files, damaged, capsys):
-    failures = []
-    for name, argv, words in integrity_cases(files, damaged):
-        try:
-            line = run_bad(argv, capsys, damaged["root"])
-            assert words in line, (name, line)
-        except AssertionError as error:
-            failures.append(f"{name}: {error}")
-    assert not failures, "\n".join(failures)
+    assert_table(integrity_cases(files, damaged), capsys, damaged["root"])
 
 
 def test_check_of_intact_files_exits_0(files, capsys):
