@@ -8,4 +8,5 @@ except KeyboardInterrupt:  # Ctrl-C before main() can catch it: one line, as mai
     print("\nssmpde: interrupted before anything was saved; nothing to resume", file=sys.stderr)
     sys.exit(130)
 
-sys.exit(main())
+if __name__ == "__main__":  # not when multiprocessing re-imports it in a worker
+    sys.exit(main())

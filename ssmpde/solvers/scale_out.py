@@ -58,9 +58,9 @@ SCHEDULER_TIMEOUT = 10.0
 WORKER_BYTES = 384 * 2 ** 20
 # Schemes that name a host and a port (inproc:// names a scheduler in this same process).
 _NETWORK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
-_ADDRESS_ADVICE = ("give tcp://HOST:PORT (the address `dask scheduler` prints, e.g. "
-                   "tcp://10.0.0.5:8786), or 'local' (--workers N) for a cluster on this "
-                   "machine")
+_ADDRESS_FORM = ("tcp://HOST:PORT as `dask scheduler` prints it, e.g. tcp://10.0.0.5:8786; "
+                 "'local' with --workers N is a cluster on this machine")
+
 # How TimeDependentSolver.simulate names the diverged rows of a batch.
 _DIVERGED_ROWS = re.compile(r"batch rows \[([\d, ]*)\]")
 # The thread pools a worker's environment sizes (numba's own, OpenMP, BLAS).
@@ -94,6 +94,11 @@ def check_cluster(scheduler: Any, workers: Any) -> tuple[str | Client | None, in
                          "worker` or dask-jobqueue (see docs/scale-out.md)")
     if scheduler == "local":
         most, why = max_local_workers()
+        if most == 0:
+            raise MemoryError(
+                f"a local dask cluster needs about {gib(WORKER_BYTES)} a worker process and "
+                f"this machine has less ({why}): run without --workers (in this process), "
+                "or free memory")
         if workers is None:
             workers = most
         elif workers > most:
@@ -140,44 +145,49 @@ def check_address(address: str) -> str:
     from distributed.comm.registry import get_backend
 
     text = address.strip() if isinstance(address, str) else ""
-    if not text:
-        raise ValueError(f"the scheduler address is empty: {_ADDRESS_ADVICE}")
-    scheme, location = parse_address(text)
 
     def refuse(problem: str) -> ValueError:
-        return ValueError(f"scheduler address {address!r} is not usable: {problem}; "
-                          f"{_ADDRESS_ADVICE}")
+        return ValueError(f"scheduler must be 'local', the address of a running dask "
+                          f"scheduler ({_ADDRESS_FORM}) or a distributed.Client; {problem}")
 
+    if not text:
+        raise refuse("got an empty address")
+    scheme, location = parse_address(text)
     try:
         get_backend(scheme)
     except (ValueError, ImportError) as error:
-        raise refuse(f"unknown scheme {scheme!r} (dask knows "
-                     f"{', '.join(s + '://' for s in (*_NETWORK_SCHEMES, 'inproc'))})"
-                     if isinstance(error, ValueError) and "unknown" in str(error)
-                     else f"the {scheme}:// transport is not installed ({error})") from None
+        unknown = isinstance(error, ValueError) and "unknown" in str(error)
+        raise refuse(
+            f"{address!r} has the unknown scheme {scheme}:// (dask knows "
+            f"{', '.join(s + '://' for s in (*_NETWORK_SCHEMES, 'inproc'))})" if unknown
+            else f"{address!r} needs the {scheme}:// transport, not installed ({error})"
+        ) from None
     if scheme == "inproc":
         host, _, rest = location.partition("/")
         pid, _, number = rest.partition("/")
         if not (host and pid.isdigit() and number.isdigit()):
-            raise refuse("an inproc:// address has the form inproc://HOST/PID/N")
+            raise refuse(f"{address!r} is not of the form inproc://HOST/PID/N")
         if int(pid) != os.getpid():
-            raise refuse("inproc:// reaches a scheduler inside this same process only")
+            raise refuse(f"{address!r} names a scheduler in another process (inproc:// "
+                         "reaches this process only)")
         return text
     if scheme not in _NETWORK_SCHEMES:  # a transport a plugin added: dask checks the rest
         return text
     try:
         host, port = parse_host_port(location)
     except ValueError as error:
-        problem = str(error).replace(repr(location), "")
         if ":" not in location.rsplit("]", 1)[-1]:
-            problem = "it has no port (HOST:PORT; dask's scheduler listens on 8786)"
-        raise refuse(problem.strip()) from None
+            raise refuse(f"{address!r} has no port (dask's scheduler listens on 8786 by "
+                         "default)") from None
+        problem = "a port that is not a number" if "invalid literal" in str(error) else \
+            f"a malformed host or port ({error})"
+        raise refuse(f"{address!r} has {problem}") from None
     if not host:
-        raise refuse("it names no host")
+        raise refuse(f"{address!r} names no host")
     if not 0 < port < 2 ** 16:
-        raise refuse(f"port {port} is not in 1..65535")
+        raise refuse(f"{address!r} has port {port}, not in 1..65535")
     if scheme in ("tls", "wss") and _tls_context() is None:
-        raise refuse(f"{scheme}:// needs a TLS configuration, and dask has none: set "
+        raise refuse(f"{address!r} needs a TLS configuration and dask has none: set "
                      "distributed.comm.tls.ca-file, .client.cert and .client.key in dask's "
                      "configuration (or DASK_DISTRIBUTED__COMM__TLS__CA_FILE and so on)")
     return text
@@ -191,10 +201,17 @@ def _tls_context() -> Any:
 
 def scheduler_timeout() -> float:
     """Seconds to wait for a scheduler: ``SSMPDE_SCHEDULER_TIMEOUT``, else
-    :data:`SCHEDULER_TIMEOUT`."""
+    :data:`SCHEDULER_TIMEOUT` or dask's ``distributed.comm.timeouts.connect`` if lower."""
     text = os.environ.get("SSMPDE_SCHEDULER_TIMEOUT", "").strip()
     if not text:
-        return SCHEDULER_TIMEOUT
+        import dask
+        from dask.utils import parse_timedelta
+
+        try:
+            dask_seconds = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+        except (KeyError, TypeError, ValueError):
+            dask_seconds = None
+        return min(SCHEDULER_TIMEOUT, dask_seconds or SCHEDULER_TIMEOUT)
     try:
         seconds = float(text)
     except ValueError:
@@ -212,14 +229,15 @@ def max_local_workers() -> tuple[int, str]:
     than the memory available holds at :data:`WORKER_BYTES` a worker (what its batches need
     on top is checked against ``--max-memory`` by generate). Memory is what psutil reports
     available, or dask's own limit for this machine (a cgroup or ``RLIMIT_RSS``) where that
-    is lower. At least one.
+    is lower. 0 when not even one fits: a worker given less than its own footprint is
+    restarted by its nanny before it runs anything, for ever.
     """
     import psutil
     from distributed.system import MEMORY_LIMIT
 
     count = cores()
     memory = min(psutil.virtual_memory().available, MEMORY_LIMIT)
-    most = max(1, min(count, memory // WORKER_BYTES))
+    most = min(count, memory // WORKER_BYTES)
     why = (f"{count} core{'s' if count > 1 else ''}, {gib(memory)} of memory available at "
            f"about {gib(WORKER_BYTES)} a worker")
     return most, why
@@ -351,6 +369,10 @@ def _sigint_blocked() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
         yield
         return
+    from multiprocessing import resource_tracker
+
+    # Started first: starting it (at a first spawn) unblocks SIGINT in the thread that spawns.
+    resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
@@ -381,6 +403,7 @@ def connect(address: str, timeout: float | None = None) -> Iterator[Client]:
         yield client
 
 
+_SCHEDULER_ADVICE = "give the address `dask scheduler` prints (tcp://HOST:8786 by default)"
 _REACH_ADVICE = ("check the address, that `dask scheduler` runs there and that this machine "
                  "reaches its port; or run a local cluster with --workers N")
 
@@ -421,11 +444,14 @@ def _handshake(address: str, seconds: float) -> None:
     if isinstance(error, OSError):
         raise OSError(f"cannot reach the dask scheduler at {address!r} ({error}): "
                       f"{_REACH_ADVICE}")
-    if error is not None or not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+    if error is not None:  # bytes that are no dask message, a transport that cannot load
+        raise OSError(f"{address!r} did not answer as a dask scheduler does "
+                      f"({type(error).__name__}: {error}): {_SCHEDULER_ADVICE}")
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         what = f"a dask {reply['type']}" if isinstance(reply, dict) and reply.get("type") \
             else "something else"
         raise OSError(f"{address!r} answered, but not as a dask scheduler (it is {what}): "
-                      "give the address `dask scheduler` prints (tcp://HOST:8786 by default)")
+                      f"{_SCHEDULER_ADVICE}")
 
 
 def _announce(client: Client, show: bool) -> None:
