@@ -116,9 +116,9 @@ MAINS = """
 """
 
 
-@pytest.fixture
-def silent_port():
-    """A port where a plain TCP socket accepts connections and never says a word."""
+def serve(reply: bytes):
+    """A TCP port on 127.0.0.1 that accepts connections and sends ``reply`` (maybe
+    nothing), never a word of dask's protocol; a generator: yields the port, then closes."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -127,9 +127,12 @@ def silent_port():
     def accept():
         while True:
             try:
-                accepted.append(server.accept()[0])
+                connection = server.accept()[0]
             except OSError:
                 return
+            accepted.append(connection)
+            if reply:
+                connection.sendall(reply)
 
     threading.Thread(target=accept, daemon=True).start()
     yield server.getsockname()[1]
@@ -138,12 +141,23 @@ def silent_port():
         connection.close()
 
 
-def test_bad_scheduler_addresses_end_the_process_in_seconds(tmp_path, silent_port):
+@pytest.fixture
+def silent_port():
+    yield from serve(b"")
+
+
+@pytest.fixture
+def http_port():
+    yield from serve(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" * 64)
+
+
+def test_bad_scheduler_addresses_end_the_process_in_seconds(tmp_path, silent_port,
+                                                           http_port):
     refused = socket.socket()  # bound, never listening: connections are refused
     refused.bind(("127.0.0.1", 0))
     addresses = ["http://localhost:8786", "tcp://localhost", "tls://localhost:8786",
                  "inproc://x", "bogus", "", f"tcp://127.0.0.1:{silent_port}",
-                 f"tcp://127.0.0.1:{refused.getsockname()[1]}"]
+                 f"tcp://127.0.0.1:{http_port}", f"tcp://127.0.0.1:{refused.getsockname()[1]}"]
     generate_argv = ["generate", "darcy", "--samples", "2", "--resolution", "9",
                      "--simulation-resolution", "17", "--no-progress", "--out",
                      str(tmp_path / "d.zarr")]
@@ -165,12 +179,28 @@ def test_bad_scheduler_addresses_end_the_process_in_seconds(tmp_path, silent_por
     for argv, (status, seconds), message in zip(argvs, results, messages):
         assert status == 2, (argv, message)
         assert message.startswith("ssmpde: error:") and "scheduler" in message, message
+        assert "Traceback" not in message and "unpack" not in message, message
         assert seconds < 10, (argv, seconds)  # the 1 s handshake deadline, not dask's 30 s
         if argv[-1]:
             assert repr(argv[-1]) in message, message
     # Exit took seconds, not the minutes a half-built client's close used to block it for.
     assert total - sum(seconds for _, seconds in results) < 30, total
     assert not (tmp_path / "d.zarr").exists()
+
+
+def test_a_workers_address_is_not_taken_for_the_schedulers():
+    from distributed import LocalCluster
+
+    from ssmpde.solvers.scale_out import connect
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
+        with connect(cluster.scheduler_address, timeout=10) as client:
+            assert len(client.nthreads()) == 1
+        worker = next(iter(cluster.scheduler.workers))
+        with pytest.raises(OSError, match=f"'{worker}' answered, but not as a dask scheduler "
+                                          r"\(it is a dask Worker\)"):
+            with connect(worker, timeout=10):
+                pass
 
 
 # ------------------------------------------------------------------------------------------
