@@ -316,8 +316,8 @@ def cluster_cases(f):
 
     generate_argv = ["generate", "darcy", "--out", f["root"] / "new.zarr", "--samples", "2",
                      "--resolution", "9", "--simulation-resolution", "17", "--no-progress"]
-    rollout_argv = ["rollout", "--checkpoint", f["ns-run"], "--steps", "2", "--schedule",
-                    "parareal:2"]
+    rollout_argv = ["rollout", "--checkpoint", f["ns-run"], "--steps", "4", "--schedule",
+                    "parareal:2"]  # valid but for the cluster options
     addresses = [("http://localhost:8786", "unknown scheme http://"),
                  ("tcp://localhost", "has no port"), ("bogus", "has no port"),
                  ("tls://localhost:8786", "needs a TLS configuration"),
@@ -359,7 +359,7 @@ def test_too_little_memory_for_one_worker_is_refused(files, capsys, monkeypatch)
     monkeypatch.setattr(distributed.system, "MEMORY_LIMIT", 100 * 2 ** 20)  # as a cgroup
     for command in (["generate", "darcy", "--out", files["root"] / "new.zarr", "--samples",
                      "2", "--resolution", "9", "--simulation-resolution", "17"],
-                    ["rollout", "--checkpoint", files["ns-run"], "--steps", "2", "--schedule",
+                    ["rollout", "--checkpoint", files["ns-run"], "--steps", "4", "--schedule",
                      "parareal:2"]):
         line = run_bad([*command, "--workers", "1"], capsys, files["root"])
         assert "a local dask cluster needs about 0.375 GiB a worker process" in line, line

@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 from ssmpde.solvers import generate
+from ssmpde.surrogates.checkpoint import STATE_JSON
 from ssmpde.surrogates.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,3 +321,12 @@ def test_ctrl_c_on_two_workers_is_one_line(tmp_path, moment):
     assert len(messages) == 1 and messages[0].startswith("ssmpde: interrupted"), messages
     if moment == "mid-run":
         assert "again to resume" in messages[0], messages
+
+
+def test_ctrl_c_after_a_saved_epoch_says_how_to_resume(files, tmp_path):
+    run = tmp_path / "run"
+    status, messages = interrupt(long_run("train", files, tmp_path), 0.0,
+                                 ready=lambda _: (run / STATE_JSON).is_file)
+    assert status == 130, messages
+    assert messages == [f"ssmpde: interrupted: the run in '{run}' keeps its last finished "
+                        "epoch; add --resume to the same command to go on from it"], messages
