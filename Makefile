@@ -12,9 +12,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The interop extra (The Well's own loaders, for tests/data/test_the_well.py) comes with the
+# test environment: it pins fsspec==2024.10.0, which dask, zarr and xarray accept (their tests
+# pass with it), so one environment runs the whole suite.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,interop]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -29,7 +29,16 @@ at batch 1, 4 and 16, one thread, float32 unless the row says otherwise:
   is timed once, not in rounds);
 * compiled rows (forward at batch 4) for one preset per model (``--compiled``) through
   ``ssmpde.surrogates.compiled.compile_model``, which refuses a compiled model whose output
-  differs from eager (a refusal is reported as such).
+  differs from eager (a refusal is reported as such);
+* with ``--baseline REV``, the same model at git revision ``REV`` (imported side by side by
+  :func:`benchmarks.common.import_revision`, the same weights and inputs): its forward and
+  forward + backward in the same interleaved rounds, its ratio to the same compute bound
+  (this checkout's FLOP count of the same function), the median of the per-round speedups
+  and its output's relative L2 difference from this checkout's.
+
+Times are the process's CPU time by default (``--clock cpu``): on one thread that is the
+wall time of a quiet machine, and other jobs on a shared one disturb it far less than the
+wall clock (``--clock wall``).
 
 Budget: the full run took 268 s on 2 shared cores (load average about 2; 405 s at 3-5), with
 inductor's on-disk cache warm (a cold one adds 30-70 s per compiled preset). Calls slower than ``--single-above``
@@ -40,6 +49,7 @@ where its forward, extrapolated from the previous batch, exceeds ``--max-forward
 load average is recorded before and after.
 
     python -m benchmarks.bench_models            # writes benchmarks/results/models.json
+    python -m benchmarks.bench_models --baseline 67fb60f   # with the before-state side by side
     python -m benchmarks.bench_models --quick    # two tiny presets, one round (smoke test)
 """
 
@@ -49,6 +59,7 @@ import argparse
 import contextlib
 import math
 import os
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -57,8 +68,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import (RESULTS, fixed_threads, header, interleaved, table_row, when,
-                               write)
+from benchmarks.common import (
+    RESULTS,
+    cpu_seconds,
+    fixed_threads,
+    header,
+    import_revision,
+    interleaved,
+    seconds,
+    table_row,
+    when,
+    write,
+)
 from ssmpde.core import relative_l2
 
 BATCHES = (1, 4, 16)
@@ -159,7 +180,7 @@ def count_flops(model, x) -> dict[str, dict[str, int]]:
 
 
 # -- the roofline ------------------------------------------------------------------------------
-def roofline(repeats: int, quick: bool) -> dict:
+def roofline(repeats: int, quick: bool, clock=seconds) -> dict:
     """This CPU's rates on one thread, GFLOP/s: float32 and bfloat16 matmul, 1D and 2D FFTs
     (a forward and an inverse real transform, 2.5 N log2 N each), from the fastest of
     ``repeats`` interleaved rounds (and their medians)."""
@@ -174,7 +195,7 @@ def roofline(repeats: int, quick: bool) -> dict:
     flops = {"matmul": 2 * n ** 3, "matmul_bfloat16": 2 * n ** 3,
              "fft1d": 2 * 2.5 * 1024 * math.log2(1024) * 64,
              "fft2d": 2 * 2.5 * 4096 * math.log2(4096) * 64}
-    timings = interleaved(calls, repeats=repeats, warmup=1)
+    timings = interleaved(calls, repeats=repeats, warmup=1, clock=clock)
     # A roof is the best the machine does: the fastest round (the median, disturbed by
     # other jobs on a shared machine, is kept beside it).
     best = {k: min(v) for k, v in timings.times.items()}
@@ -304,7 +325,17 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
     torch.manual_seed(0)
     model = build_model(name, preset=preset, **overrides)
     model.eval()  # no dropout here; eval keeps any running statistics fixed
+    before = None
+    if args.baseline_package is not None:
+        before = args.baseline_package.build_model(name, preset=preset, **overrides).eval()
+        before.load_state_dict(model.state_dict())
     small = make_input(model, 1)
+    if before is not None:
+        # The baseline's numba kernels compile at their first call (their cache is not this
+        # checkout's): once here, so that warm-up times decide the rounds as they do for
+        # this checkout.
+        for call in calls_for(before, small).values():
+            call()
     flops = count_flops(model, small)
     entry = {"model": name, "preset": preset, "overrides": {k: list(v) if isinstance(v, tuple)
                                                              else v for k, v in overrides.items()},
@@ -327,9 +358,16 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
         if compile_here and batch == args.compile_batch:
             compiled, compile_info = compile_for(model, x, args.backend)
         calls = calls_for(model, x, compiled)
+        if before is not None:
+            old = calls_for(before, x)
+            calls.update({f"baseline_{kind}": old[kind]
+                          for kind in ("forward", "forward_backward")})
         memory, warm, outputs = {}, {}, {}
         for kind in list(calls):
-            if kind == "forward_backward" and warm["forward"] * 3 > args.max_call:
+            # The baseline's training step is timed where this checkout's is, so that both
+            # rows compare the same calls.
+            if (kind == "forward_backward" and warm["forward"] * 3 > args.max_call
+                    or kind == "baseline_forward_backward" and "forward_backward" not in calls):
                 del calls[kind]
                 continue
             holder = {}
@@ -342,12 +380,18 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
         fast = {k: v for k, v in calls.items() if k not in slow}
         times = {}
         if fast:
-            timings = interleaved(fast, repeats=args.repeats)
+            timings = interleaved(fast, repeats=args.repeats, clock=args.clock_function)
             times.update(timings.times)
             outputs.update({k: v for k, v in timings.results.items()})
         if slow:
-            timings = interleaved({k: calls[k] for k in calls if k in slow}, repeats=1)
+            timings = interleaved({k: calls[k] for k in calls if k in slow}, repeats=1,
+                                  clock=args.clock_function)
             times.update(timings.times)
+        old_times = {k[len("baseline_"):]: times.pop(k) for k in list(times)
+                     if k.startswith("baseline_")}
+        old_outputs = {k[len("baseline_"):]: outputs.pop(k) for k in list(outputs)
+                       if k.startswith("baseline_")}
+        memory = {k: v for k, v in memory.items() if not k.startswith("baseline_")}
         total = {k: v * batch for k, v in flops["forward"]["kinds"].items()}
         training = {k: total.get(k, 0) + v * batch for k, v in
                     flops["backward"]["kinds"].items()}
@@ -375,6 +419,9 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
         full = outputs["forward"]
         row["rel_l2_vs_float32"] = {"forward_bfloat16": float(relative_l2(
             outputs["forward_bfloat16"], full).mean())}
+        if before is not None:
+            row["baseline"] = baseline_row(old_times, times, row["bound_seconds"],
+                                           old_outputs["forward"], full)
         if compile_info is not None:
             row["compiled"] = compile_info
             if "forward_compiled" in outputs:
@@ -384,8 +431,32 @@ def bench_preset(name: str, preset: str, overrides: dict, rates: dict, args) -> 
         previous = (batch, seconds["forward"])
         print(f"  {name} {preset} batch {batch}: " + ", ".join(
             f"{k} {v * 1e3:.1f} ms" for k, v in seconds.items())
-            + f"; bound fwd {row['bound_seconds']['forward'] * 1e3:.1f} ms", flush=True)
+            + f"; bound fwd {row['bound_seconds']['forward'] * 1e3:.1f} ms"
+            + ("" if before is None else "; before: " + ", ".join(
+                f"{k} {v * 1e3:.1f} ms ({row['baseline']['speedup'].get(k, math.nan):.2f}x)"
+                for k, v in row["baseline"]["seconds"].items()))
+            + f"; load {os.getloadavg()[0]:.1f}", flush=True)
     return entry
+
+
+def baseline_row(old_times: dict, times: dict, bound: dict, old_output: torch.Tensor,
+                 output: torch.Tensor) -> dict:
+    """The baseline revision's figures for one batch: median seconds, ratio to this
+    checkout's compute bound, the median of the per-round speedups (the ratio of the medians
+    where the two were not timed in the same rounds) and the relative L2 difference of its
+    forward output from this checkout's."""
+    speedup = {}
+    for kind, old in old_times.items():
+        new = times.get(kind)
+        if new is None:
+            continue
+        speedup[kind] = float(np.median(np.asarray(old) / np.asarray(new)) if len(old)
+                              == len(new) else np.median(old) / np.median(new))
+    medians = {k: float(np.median(v)) for k, v in old_times.items()}
+    return {"seconds": medians,
+            "ratio_to_bound": {k: v / bound[k] for k, v in medians.items()},
+            "speedup": speedup,
+            "rel_l2_vs_current": float(relative_l2(old_output.float(), output.float()).max())}
 
 
 def main(argv=None) -> dict:
@@ -408,8 +479,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true",
                         help="two tiny models, batches 1 and 2, one round, aot_eager (smoke "
                              "test)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also time the models of this git revision side by side")
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                        help="time by the process's CPU time (default) or the wall clock")
     parser.add_argument("--out", type=Path, default=RESULTS / "models.json")
     args = parser.parse_args(argv)
+    args.clock_function = cpu_seconds if args.clock == "cpu" else seconds
     args.compiled = {} if args.no_compile else dict(COMPILED)
     args.compile_batch = 4
     if args.quick:
@@ -426,8 +502,10 @@ def main(argv=None) -> dict:
     args.float16 = smallest_presets(jobs)
     load_before = os.getloadavg()
     started = time.perf_counter()
-    with fixed_threads(1):
-        roof = roofline(1 if args.quick else 9, args.quick)
+    with fixed_threads(1), tempfile.TemporaryDirectory() as tmp:
+        args.baseline_package = (import_revision(args.baseline, Path(tmp)) if args.baseline
+                                 else None)
+        roof = roofline(1 if args.quick else 9, args.quick, args.clock_function)
         rates = roof["gflops"]
         print("roofline, 1 thread: " + ", ".join(f"{k} {v:.1f} GFLOP/s"
                                                  for k, v in rates.items()), flush=True)
@@ -437,6 +515,7 @@ def main(argv=None) -> dict:
     result = header("models")
     result.update({
         "threads": 1, "torch": torch.__version__, "repeats": args.repeats,
+        "clock": args.clock, "baseline": args.baseline,
         "single_above_seconds": args.single_above, "max_call_seconds": args.max_call,
         "max_forward_seconds": args.max_forward,
         "batches": args.batches, "compile_backend": args.backend,
@@ -484,10 +563,13 @@ MODEL_NAMES = {"fno": "FNO", "geomano": "GeoMaNO", "lamo": "LaMO", "lean-fno": "
 
 
 def readme_table(result: dict, batch: int = 4) -> str:
-    """The README's table: every preset at ``batch``."""
+    """The README's table: every preset at ``batch`` (with a ``--baseline``: the ratios to the
+    bound at that revision too)."""
+    before = result.get("baseline")
     lines = ["| model | preset | parameters | GFLOP fwd | fwd ms | fwd+bwd ms | GFLOP/s fwd | "
-             "fwd / bound | fwd+bwd / bound | bf16 fwd ms (rel. L2) | compiled fwd ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "fwd / bound | fwd+bwd / bound | bf16 fwd ms (rel. L2) | compiled fwd ms |"
+             + (f" fwd / bound at {before} | fwd+bwd / bound at {before} |" if before else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else "")]
     for entry in result["models"]:
         row = entry["batches"].get(str(batch))
         if row is None:
@@ -502,13 +584,18 @@ def readme_table(result: dict, batch: int = 4) -> str:
             info = row["compiled"]
             compiled = (f"{s['forward_compiled'] * 1e3:.0f}" if "forward_compiled" in s
                         else info["status"])
-        lines.append(
+        line = (
             f"| {MODEL_NAMES.get(entry['model'], entry['model'])} | {entry['preset']} | "
             f"{entry['parameters']:,} | {row['flops']['forward'] / 1e9:.2f} | "
             f"{s['forward'] * 1e3:.1f} | {backward} | {row['gflops']['forward']:.1f} | "
             f"{ratio['forward']:.1f} | {backward_ratio} | "
             f"{s['forward_bfloat16'] * 1e3:.1f} "
             f"({row['rel_l2_vs_float32']['forward_bfloat16']:.1e}) | {compiled} |")
+        if before:
+            old = row.get("baseline", {}).get("ratio_to_bound", {})
+            line += "".join(f" {old[k]:.1f} |" if k in old else " – |"
+                            for k in ("forward", "forward_backward"))
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -527,10 +614,16 @@ def rows(result: dict) -> list[str]:
         label = (f"{MODEL_NAMES.get(name, name)} {entry['preset']} preset, "
                  f"{'fwd+bwd' if kind == 'forward_backward' else 'fwd'}, batch 4, 1 thread: "
                  "time against the compute bound")
+        now = f"{row['seconds'][kind] * 1e3:.0f} ms ({row['gflops'][kind]:.1f} GFLOP/s)"
+        ratio = f"{row['ratio_to_bound'][kind]:.1f}x the bound"
+        old = row.get("baseline", {})
+        if kind in old.get("seconds", {}):
+            now += (f"; {old['seconds'][kind] * 1e3:.0f} ms at {result['baseline']} "
+                    f"({old['speedup'][kind]:.2f}x faster now)")
+            ratio += f" ({old['ratio_to_bound'][kind]:.1f}x at {result['baseline']})"
         out.append(table_row(
-            label, f"{row['seconds'][kind] * 1e3:.0f} ms ({row['gflops'][kind]:.1f} GFLOP/s)",
-            f"{row['bound_seconds'][kind] * 1e3:.1f} ms (counted FLOPs at the measured matmul "
-            f"and FFT rates)", f"{row['ratio_to_bound'][kind]:.1f}x the bound", when(result)))
+            label, now, f"{row['bound_seconds'][kind] * 1e3:.1f} ms (counted FLOPs at the "
+            f"measured matmul and FFT rates)", ratio, when(result)))
     return out
 
 

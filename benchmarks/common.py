@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib
+import importlib.util
 import json
 import os
 import platform
+import re
+import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +62,15 @@ def seconds(function: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = function()
     return time.perf_counter() - start, result
+
+
+def cpu_seconds(function: Callable[[], Any]) -> tuple[float, Any]:
+    """``(CPU seconds of this process, result)`` of one call: on one thread the wall time a
+    quiet machine would show, much less disturbed than the wall clock by other jobs on a
+    loaded one."""
+    start = time.process_time()
+    result = function()
+    return time.process_time() - start, result
 
 
 def cuda_seconds(function: Callable[[], Any]) -> tuple[float, Any]:
@@ -198,3 +212,56 @@ def when(result: dict) -> str:
 def table_row(*cells: str) -> str:
     """One Markdown row of the results table (benchmark, ssmpde, reference, ratio, measured)."""
     return "| " + " | ".join(cells) + " |"
+
+
+#: The name a baseline revision's package is imported under (:func:`import_revision`).
+BASELINE_PACKAGE = "ssmpde_baseline"
+
+
+def import_revision(revision: str, into: Path):
+    """The ``ssmpde`` package of git ``revision`` imported as :data:`BASELINE_PACKAGE`
+    (with a numeric suffix if this process imported a baseline already).
+
+    The package is extracted with ``git archive`` into ``into`` and renamed; its absolute
+    imports and its ``torch.library`` namespace are renamed with it, so both versions live in
+    one process. The package is imported from its folder by location
+    (:func:`importlib.util.spec_from_file_location`); its submodules are then found through
+    the package's own ``__path__``, so the interpreter's module search path is left as it is.
+    """
+    name, count = BASELINE_PACKAGE, 1
+    while name in sys.modules:  # torch.library namespaces cannot be registered twice
+        name, count = f"{BASELINE_PACKAGE}_{count}", count + 1
+    archive = into / "baseline.tar"
+    subprocess.run(["git", "-C", str(REPO), "archive", "--output", str(archive), revision,
+                    "ssmpde"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    package = into / name
+    (into / "ssmpde").rename(package)
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        text = re.sub(r"\bfrom ssmpde([. ])", rf"from {name}\1", text)
+        text = re.sub(r"\bimport ssmpde\b", f"import {name}", text)
+        text = text.replace('"ssmpde.', f'"{name}.').replace(
+            "ssmpde::", f"{name}::").replace("torch.ops.ssmpde.", f"torch.ops.{name}.")
+        path.write_text(text)
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        return importlib.import_module(f"{name}.surrogates")
+    except BaseException:
+        for key in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
+            del sys.modules[key]
+        raise
+
+
+def cpu_seconds(function):
+    """``(CPU seconds of this process, result)`` of one call: on one thread the wall time a
+    quiet machine would show, much less disturbed than the wall clock by other jobs on a
+    loaded one."""
+    start = time.process_time()
+    result = function()
+    return time.process_time() - start, result

@@ -9,6 +9,7 @@ import re
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,6 +118,10 @@ def _add_solver_parser(subparsers, name: str) -> None:
                      help="most memory the run may plan to use at once: bytes or a size such "
                           "as 8G, 512M (default: SSMPDE_MAX_MEMORY, else 80%% of the "
                           "available memory)")
+    run.add_argument("--max-disk", metavar="SIZE",
+                     help="most disk space the run may use (part files and the merged file "
+                          "at once): bytes or a size such as 500G; replaces the check against "
+                          "the free space (default: SSMPDE_MAX_DISK, else the free space)")
     run.add_argument("--no-progress", action="store_true",
                      help="hide the progress bar (and, on a cluster, the dashboard line)")
     _add_threads(run, "every core")
@@ -170,11 +175,19 @@ def _build_parser() -> argparse.ArgumentParser:
                                            "how many batches are complete.")
     info.add_argument("path", help="netCDF (.nc) file or zarr store")
     convert = commands.add_parser(
-        "convert", help="copy a dataset between netCDF and zarr",
+        "convert", help="copy a dataset between netCDF, zarr and other tools' formats",
         description="Copy a dataset between netCDF4 (.nc) and zarr (.zarr), either way, value "
-                    "for value with every attribute, one sample at a time.")
-    convert.add_argument("source", help="netCDF file or finished zarr store")
-    convert.add_argument("target", help="the copy: .nc, .nc4, .netcdf or .zarr")
+                    "for value with every attribute, one sample at a time; or export it to "
+                    "another tool's format (--to), printing what that format cannot carry. "
+                    "Files in those formats are read as they are by every command.")
+    convert.add_argument("source", help="netCDF file, finished zarr store, or a file in a "
+                                        "foreign format (e.g. PDEBench HDF5)")
+    convert.add_argument("target", help="the copy: .nc, .nc4, .netcdf or .zarr, or any name "
+                                        "with --to")
+    convert.add_argument("--to", metavar="FORMAT",
+                         help="the target's format: netcdf, zarr, "
+                              + ", ".join(_foreign_format_help())
+                              + " (default: from the target's suffix)")
     convert.add_argument("--overwrite", action="store_true",
                          help="replace an existing target written by ssmpde")
     models = commands.add_parser("models", help="list the surrogate models and their presets",
@@ -300,8 +313,8 @@ def _generate(args: argparse.Namespace) -> int:
     ds = generate(args.equation, num_samples=args.samples, seed=args.seed, out=args.out,
                   batch_size=args.batch_size, preset=args.preset, overwrite=args.overwrite,
                   progress=not args.no_progress, max_memory=args.max_memory,
-                  scheduler=args.scheduler, workers=args.workers, threads=args.threads,
-                  **config)
+                  max_disk=args.max_disk, scheduler=args.scheduler, workers=args.workers,
+                  threads=args.threads, **config)
     sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {args.out} ({sizes})")
     ds.close()
@@ -316,13 +329,21 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from .data import convert, open_dataset
+    from .data import convert
 
-    target = convert(args.source, args.target, overwrite=args.overwrite)
-    with open_dataset(target) as ds:
-        sizes = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
-    print(f"wrote {target} ({sizes})")
+    result = convert(args.source, args.target, overwrite=args.overwrite, to=args.to)
+    sizes = ", ".join(f"{k}={v}" for k, v in result.sizes.items())
+    kind = "" if result.format in ("netcdf", "zarr") else f" as {result.format}"
+    print(f"wrote {result.target}{kind} ({sizes})")
+    for note in result.notes:
+        print(f"note: {note}")
     return 0
+
+
+def _foreign_format_help() -> list[str]:
+    from .data.formats import known_formats
+
+    return [f"{name} ({module.DESCRIPTION})" for name, module in known_formats().items()]
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -491,6 +512,16 @@ def _interrupted(interrupt: KeyboardInterrupt, args: argparse.Namespace | None) 
     return "interrupted"
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """ssmpde's own warnings as one line, like its errors; others as Python shows them."""
+    if category.__module__.split(".")[0] == "ssmpde":
+        return f"ssmpde: warning: {_one_line(message)}\n"
+    return _python_format_warning(message, category, filename, lineno, line)
+
+
+_python_format_warning = warnings.formatwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ssmpde`` command; returns the exit status.
 
@@ -499,6 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     130 on Ctrl-C at any moment, the imports included; the message is one line on stderr
     (``--debug`` adds the traceback).
     """
+    warnings.formatwarning = _format_warning
     args = None
     try:
         parser = _build_parser()

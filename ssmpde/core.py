@@ -212,11 +212,12 @@ def autoregressive(step: Callable[[int, Any], Any], history, num_steps: int, *,
     return stack(out)
 
 
-_SIZES = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+_SIZES = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40, "P": 2 ** 50}
 
 
-def parse_bytes(text: str | int) -> int:
-    """``"8G"`` → 8 GiB, ``"512M"``, ``"1.5T"``, or plain bytes; ValueError otherwise."""
+def parse_bytes(text: str | int, kind: str = "memory") -> int:
+    """``"8G"`` → 8 GiB, ``"512M"``, ``"1.5T"``, or plain bytes; ValueError otherwise (naming
+    the ``kind`` of size: memory, disk)."""
     if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
         value = int(text)
     else:
@@ -225,10 +226,10 @@ def parse_bytes(text: str | int) -> int:
         try:
             value = int(float(raw[: len(raw) - len(unit)]) * _SIZES[unit])
         except (ValueError, OverflowError):
-            raise ValueError(f"cannot read the memory size {text!r}: use bytes or a number "
-                             "with K, M, G or T (e.g. 8G)") from None
+            raise ValueError(f"cannot read the {kind} size {text!r}: use bytes or a number "
+                             "with K, M, G, T or P (e.g. 8G)") from None
     if value <= 0:
-        raise ValueError(f"a memory size must be positive, got {text!r}")
+        raise ValueError(f"a {kind} size must be positive, got {text!r}")
     return value
 
 

@@ -306,6 +306,48 @@ def test_a_constant_target_field_is_refused(files, capsys, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
+# Disk space (issue 31): a run the disk cannot hold, and malformed --max-disk / SSMPDE_MAX_DISK
+# ------------------------------------------------------------------------------------------
+
+def disk_cases(f):
+    """(id, argv, expected words, environment) of generate runs refused for their disk use."""
+    out = f["root"] / "disk-new"
+    darcy = ["generate", "darcy", "--resolution", "8", "--simulation-resolution", "29"]
+    table = [
+        # the issue's run: 10**9 samples, hundreds of GB, refused before anything is written
+        ("disk-huge-run", [*darcy, "--samples", "1000000000", "--out", f"{out}.nc"],
+         "more disk space", {}),
+        ("disk-huge-run-zarr", [*darcy, "--samples", "1000000000", "--out", f"{out}.zarr"],
+         "more disk space", {}),
+        ("disk-limit-too-small", [*darcy, "--samples", "100", "--out", f"{out}.nc",
+                                  "--max-disk", "1K"], "more than the limit of", {}),
+        ("disk-limit-env-too-small", [*darcy, "--samples", "100", "--out", f"{out}.nc"],
+         "SSMPDE_MAX_DISK", {"SSMPDE_MAX_DISK": "10K"}),
+        ("disk-env-malformed", [*darcy, "--samples", "1", "--out", f"{out}.nc"],
+         "disk size", {"SSMPDE_MAX_DISK": "plenty"}),
+    ]
+    for value in ("0", "-1", "nan", "inf", "lots", ""):
+        table.append((f"disk-max-disk-{value}", [*darcy, "--samples", "1", "--out",
+                                                 f"{out}.nc", "--max-disk", value],
+                      "disk size", {}))
+    return table
+
+
+def test_disk_cases_of_the_bad_input_table(files, capsys, monkeypatch):
+    failures = []
+    for name, argv, words, environment in disk_cases(files):
+        monkeypatch.delenv("SSMPDE_MAX_DISK", raising=False)
+        for key, value in environment.items():
+            monkeypatch.setenv(key, value)
+        try:
+            line = run_bad(argv, capsys, files["root"])
+            assert words in line, (name, line)
+        except AssertionError as error:
+            failures.append(f"{name}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------------------------------------------------------
 # Clusters: --scheduler addresses are checked before dask sees them (a client built half-way
 # from a bad one blocked the exit for minutes; tests/test_hangs.py runs them as processes),
 # --workers must fit the machine

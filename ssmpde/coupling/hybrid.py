@@ -350,6 +350,9 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
     for dim, n in zip(dims, grid_shape):
         if dim in solver_coords and solver_coords[dim].size == n:
             coords[dim] = solver_coords[dim]
+            bounds = coords[dim].attrs.get("bounds")
+            if bounds in solver_coords:  # cell edges of finite-volume grids
+                coords[bounds] = solver_coords[bounds]
         else:
             coords[dim] = grid_coordinates(grid_shape)[dim]
     units = dict(units or {})
@@ -357,7 +360,9 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
     data_vars = {}
     for f, name in enumerate(solver.fields):
         spec = specs.get(name)
-        attrs = {"long_name": getattr(spec, "long_name", name),
+        # The solver's own attributes (cell_methods of finite volumes among them), role state.
+        attrs = {**(spec.attrs() if hasattr(spec, "attrs") else {}),
+                 "long_name": getattr(spec, "long_name", name),
                  "units": units.get(name, getattr(spec, "units", "1")), ROLE: "state"}
         data_vars[name] = xr.DataArray(frames[:, :, f], dims=(SAMPLE, TIME, *dims),
                                        attrs=attrs)
@@ -392,4 +397,6 @@ def to_dataset(result: HybridResult, *, solver, schedule: str, surrogate=None,
         equation=equation or getattr(solver, "name", "unknown"), config=config,
         title=f"Hybrid rollout ({schedule}) of {', '.join(solver.fields)}",
         references="ssmpde hybrid solver-surrogate rollout",
-        solver=type(solver).__name__)
+        solver=type(solver).__name__,
+        boundary_conditions=getattr(solver, "boundary_conditions", None),
+        vectors=getattr(solver, "vectors", None))

@@ -6,6 +6,9 @@ Every dataset the toolkit writes or reads is an :class:`xarray.Dataset` with
   ``time``), each with a coordinate variable that carries ``units``;
 * one data variable per physical field or per-sample parameter, each with ``long_name`` and
   ``units``; extra non-standard dimensions (``forcing_mode``, ...) are allowed on data variables;
+* on the variables the solvers write, their boundary conditions, vector components and the
+  placement of the grid points (:func:`boundary_conditions_of`, :func:`vectors_of`,
+  :data:`GRID_PLACEMENT`);
 * the global attributes :data:`REQUIRED_GLOBAL_ATTRS`, with ``Conventions = "CF-1.10"`` and the
   full generator config as a JSON object in ``ssmpde_config``.
 
@@ -25,9 +28,11 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 
 * :mod:`ssmpde.data.schema`: dimension names, roles, attributes, coordinates,
   :func:`build_dataset`, :func:`validate`;
-* :mod:`ssmpde.data.outputs`: atomic writes and write locks for any output;
+* :mod:`ssmpde.data.outputs`: atomic writes, write locks and full disks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;
+* :mod:`ssmpde.data.formats`: the registry of foreign formats (:mod:`ssmpde.data.pdebench`, ...)
+  that :func:`open_dataset` reads and :func:`convert` writes;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
 * :mod:`ssmpde.data.store`: zarr stores written in parallel;
 * :mod:`ssmpde.data.summary`: :func:`describe`;
@@ -48,18 +53,35 @@ from .files import (
     NETCDF_SUFFIXES,
     ZARR_FORMAT,
     ZARR_SUFFIXES,
+    Conversion,
     check_output,
     convert,
     is_ssmpde_output,
     load_dataset,
     open_dataset,
     save,
+    size_bound,
 )
-from .outputs import OutputLockedError, atomic_path, output_lock, remove_stale_temporaries
+from .outputs import (
+    DiskFullError,
+    OutputLockedError,
+    atomic_path,
+    block_size,
+    disk_space,
+    disk_usage,
+    free_space,
+    output_lock,
+    remove_stale_temporaries,
+)
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
 from .schema import (
+    BOUNDARY_CONDITIONS,
+    BOUNDARY_KINDS,
+    BOUNDS_DIM,
     CONVENTIONS,
     ENCODED_BY,
+    GRID_PLACEMENT,
+    GRID_PLACEMENTS,
     REQUIRED_GLOBAL_ATTRS,
     ROLE,
     ROLES,
@@ -67,24 +89,36 @@ from .schema import (
     SPATIAL_DIMS,
     STANDARD_DIMS,
     TIME,
+    VECTOR,
+    VECTOR_COMPONENT,
     X,
     Y,
     DatasetFileError,
     SchemaError,
+    boundary_conditions_of,
     build_dataset,
     config_of,
+    format_boundary_conditions,
     grid_coordinates,
+    parse_boundary_conditions,
     roles_of,
     sample_coordinate,
+    spatial_coordinate,
     time_coordinate,
     validate,
+    vectors_of,
 )
 from .store import create_store, finish_store, update_store_progress, write_store_region
 from .summary import describe
 
 __all__ = [
+    "BOUNDARY_CONDITIONS",
+    "BOUNDARY_KINDS",
+    "BOUNDS_DIM",
     "CONVENTIONS",
     "ENCODED_BY",
+    "GRID_PLACEMENT",
+    "GRID_PLACEMENTS",
     "NETCDF_COMPRESSION",
     "NETCDF_SUFFIXES",
     "PROGRESS_ATTR",
@@ -95,35 +129,49 @@ __all__ = [
     "SPATIAL_DIMS",
     "STANDARD_DIMS",
     "TIME",
+    "VECTOR",
+    "VECTOR_COMPONENT",
     "X",
     "Y",
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
+    "Conversion",
     "DatasetFileError",
+    "DiskFullError",
     "OutputLockedError",
     "SchemaError",
     "SsmpdeAccessor",
     "StoreProgress",
     "atomic_path",
+    "block_size",
+    "boundary_conditions_of",
     "build_dataset",
     "check_output",
     "config_of",
     "convert",
     "create_store",
     "describe",
+    "disk_space",
+    "disk_usage",
     "finish_store",
+    "format_boundary_conditions",
+    "free_space",
     "grid_coordinates",
     "is_ssmpde_output",
     "load_dataset",
     "open_dataset",
     "output_lock",
+    "parse_boundary_conditions",
     "remove_stale_temporaries",
     "roles_of",
     "sample_coordinate",
     "save",
+    "size_bound",
+    "spatial_coordinate",
     "store_progress",
     "time_coordinate",
     "update_store_progress",
     "validate",
+    "vectors_of",
     "write_store_region",
 ]

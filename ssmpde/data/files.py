@@ -15,7 +15,9 @@ coordinate comes back with the dtype, values and ``units`` attribute it was writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import numbers
 import os
 import pathlib
@@ -25,12 +27,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .outputs import atomic_path, output_lock, remove_stale_temporaries
+from . import formats
+from .outputs import atomic_path, block_size, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, _root_attributes, store_progress
 from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
 
 __all__ = [
     "NETCDF_COMPRESSION",
+    "Conversion",
     "NETCDF_SUFFIXES",
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
@@ -40,6 +44,7 @@ __all__ = [
     "load_dataset",
     "open_dataset",
     "save",
+    "size_bound",
 ]
 
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf")
@@ -138,6 +143,59 @@ def _netcdf_encoding(ds: xr.Dataset) -> dict[str, dict]:
     return encoding
 
 
+# What the layout adds to the values, at most (see size_bound): per chunk, an HDF5 chunk-index
+# entry and deflate's framing, or zarr's chunk header; per variable, its metadata and headers.
+_PER_CHUNK = 320
+_PER_VARIABLE = 4096
+_FIXED = 64 * 2 ** 10
+
+
+def size_bound(*, fmt: str, data_bytes: int, chunks: int, variables: int,
+               coordinate_bytes: int, attribute_bytes: int, block: int = 4096) -> int:
+    """An upper bound of the bytes a dataset in ssmpde's layout occupies on disk.
+
+    The values uncompressed (compression can only shrink them, apart from deflate's and
+    blosc's framing of incompressible data, at most 0.1 %), plus per chunk (one sample of one
+    variable) an index entry and framing, for zarr the file system's ``block`` too (each
+    chunk is a file, rounded up to whole blocks), plus per variable its metadata, plus the
+    coordinates and attributes twice over (headers and copies) and a fixed allowance for the
+    file's own structures.
+
+    Parameters
+    ----------
+    fmt : {"netcdf", "zarr"}
+    data_bytes : int
+        Bytes of the data variables' values.
+    chunks : int
+        Chunks of the data variables: samples times per-sample variables.
+    variables : int
+        Variables, coordinates included.
+    coordinate_bytes, attribute_bytes : int
+        Bytes of the coordinates' values and of every attribute's text.
+    block : int
+        The file system's allocation unit (``os.statvfs(...).f_frsize``).
+    """
+    per_chunk = _PER_CHUNK + (block if fmt == "zarr" else 0)
+    per_variable = _PER_VARIABLE + 4 * block
+    return int(data_bytes + data_bytes // 1000 + chunks * per_chunk + variables * per_variable
+               + 2 * (coordinate_bytes + attribute_bytes) + _FIXED + block)
+
+
+def _attribute_bytes(ds: xr.Dataset) -> int:
+    return sum(len(str(value)) + len(str(key)) for owner in (ds, *ds.variables.values())
+               for key, value in owner.attrs.items())
+
+
+def _size_bound(ds: xr.Dataset, fmt: str, block: int) -> int:
+    """:func:`size_bound` of ``ds`` in ``fmt`` (from its metadata: no value is read)."""
+    chunks = sum(math.prod(var.shape[:1]) if var.dims[:1] == (SAMPLE,) else 1
+                 for var in ds.data_vars.values())
+    return size_bound(fmt=fmt, data_bytes=sum(var.nbytes for var in ds.data_vars.values()),
+                      chunks=chunks, variables=len(ds.variables),
+                      coordinate_bytes=sum(coord.nbytes for coord in ds.coords.values()),
+                      attribute_bytes=_attribute_bytes(ds), block=block)
+
+
 def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
     ds.to_netcdf(path, mode="w", engine="netcdf4", format="NETCDF4",
                  encoding=_netcdf_encoding(ds))
@@ -162,7 +220,8 @@ def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
 
 def is_ssmpde_output(path: str | os.PathLike) -> bool:
     """Whether ``path`` is something ssmpde writes: a dataset file or store with the ssmpde
-    attributes, or a run directory (``config.json`` naming a model)."""
+    attributes (a foreign format's export of one included), or a run directory
+    (``config.json`` naming a model)."""
     path = pathlib.Path(os.fspath(path))
     if path.is_dir():
         config = path / "config.json"
@@ -172,7 +231,9 @@ def is_ssmpde_output(path: str | os.PathLike) -> bool:
             except (OSError, ValueError):
                 return False
         if not _is_zarr_store(path):
-            return False
+            # Another tool's directory (The Well, ...) is ours only if we exported it.
+            foreign = formats.sniff(path)
+            return foreign is not None and formats.is_export(foreign, path)
         if PROGRESS_ATTR in (_root_attributes(path) or {}):
             return True  # a store that `generate` is still writing
     try:
@@ -251,7 +312,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
 
     The data go to a hidden temporary ``.<name>.tmp-<hex>`` beside the target, renamed into
     place once complete.  On any exception, ``KeyboardInterrupt`` included, the temporary is
-    removed and an existing target is left as it was.
+    removed and an existing target is left as it was.  A disk that fills up raises
+    :class:`~ssmpde.data.DiskFullError` naming the target and the space it needs at most
+    (:func:`size_bound`).
 
     Examples
     --------
@@ -277,13 +340,18 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
     _check_storable_attrs(ds)
     if validate:
         _raise_if_invalid(ds)
+    _write_own(ds, target, fmt)
+    return target
+
+
+def _write_own(ds: xr.Dataset, target: pathlib.Path, fmt: str) -> None:
+    """Write ``ds`` atomically as ``fmt`` (``"zarr"`` or ``"netcdf"``), whatever the suffix."""
     out = ds.drop_encoding()
-    with atomic_path(target) as tmp:
+    with atomic_path(target, needed=_size_bound(out, fmt, block_size(target.parent))) as tmp:
         if fmt == "zarr":
             _write_zarr(out, tmp)
         else:
             _write_netcdf(out, tmp)
-    return target
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,8 +369,13 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
                                 "(check the path)")
     if path.is_dir():
         if not _is_zarr_store(path):
+            foreign = formats.sniff(path)
+            if foreign is not None:
+                return foreign.open(path, chunks)
+            known = ", ".join(formats.known_formats())
             raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is a directory "
-                                   "without zarr metadata (.zgroup or zarr.json). Regenerate "
+                                   "without zarr metadata (.zgroup or zarr.json), nor one of "
+                                   f"the foreign formats ssmpde reads ({known}). Regenerate "
                                    "it or check the path.")
         progress = store_progress(path)
         if progress is not None and not in_progress:
@@ -325,12 +398,30 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
             raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is incomplete, "
                                    f"corrupt or not zarr (underlying error: {exc}). Regenerate "
                                    "it or check the path.") from exc
+    sniffed = False
+    if path.suffix.lower() in formats.HDF5_SUFFIXES:
+        # Named as plain HDF5: most likely another tool's layout, so its sniffer looks first.
+        foreign = formats.sniff(path)
+        if foreign is not None:
+            return foreign.open(path, chunks)
+        sniffed = True
     try:
-        return xr.open_dataset(path, engine="netcdf4", chunks=chunks, **_DECODE_KWARGS)
+        ds = xr.open_dataset(path, engine="netcdf4", chunks=chunks, **_DECODE_KWARGS)
     except _READ_ERRORS as exc:
+        foreign = None if sniffed else formats.sniff(path)
+        if foreign is not None:
+            return foreign.open(path, chunks)
         raise DatasetFileError(f"cannot read '{path}' as a netCDF4 file: it is truncated, "
                                f"corrupt or not netCDF (underlying error: {exc}). Regenerate "
                                "it or check the path.") from exc
+    if "ssmpde_equation" in ds.attrs or sniffed:
+        return ds
+    # Readable as netCDF (every HDF5 file is) but not ours: another tool's layout?
+    foreign = formats.sniff(path)
+    if foreign is None:
+        return ds
+    ds.close()
+    return foreign.open(path, chunks)
 
 
 def open_dataset(path: str | os.PathLike, *, validate: bool = True,
@@ -428,42 +519,107 @@ def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Datase
 # Converting
 # --------------------------------------------------------------------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """What :func:`convert` wrote: usable as the target's path (``os.fspath(result)``).
+
+    Attributes
+    ----------
+    target : pathlib.Path
+        The file or directory written.
+    format : str
+        Its format: ``"netcdf"``, ``"zarr"`` or a foreign format's name (``"pdebench"``, ...).
+    sizes : dict of str to int
+        The dimension sizes of the dataset converted.
+    notes : tuple of str
+        What the target format could not carry (empty for netCDF and zarr, which carry
+        everything), one human-readable sentence each.
+    """
+
+    target: pathlib.Path
+    format: str
+    sizes: dict[str, int]
+    notes: tuple[str, ...] = ()
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.target)
+
+
+def _target_format(target: pathlib.Path, to: str | None) -> str:
+    if to is None:
+        if target.suffix.lower() in formats.HDF5_SUFFIXES:
+            foreign = ", ".join(repr(name) for name in formats.known_formats())
+            raise ValueError(f"'{target}' is named as a plain HDF5 file, which several formats "
+                             f"use: say which with --to (to=...), one of {foreign}")
+        return _format_of_suffix(target)
+    if to in formats.OWN_FORMATS:
+        return to
+    return formats.format_named(to).NAME
+
+
 def convert(source: str | os.PathLike, target: str | os.PathLike, *,
-            overwrite: bool = False) -> pathlib.Path:
-    """Copy a dataset between netCDF4 and zarr (either way), value for value.
+            overwrite: bool = False, to: str | None = None) -> Conversion:
+    """Copy a dataset between netCDF4, zarr and the foreign formats.
 
     Parameters
     ----------
     source : str or os.PathLike
-        A netCDF4 file or a finished zarr store (one still being written is refused).
+        A netCDF4 file, a finished zarr store (one still being written is refused) or a file
+        in a foreign format :func:`open_dataset` reads (PDEBench HDF5, ...).
     target : str or os.PathLike
-        The copy; its suffix picks the format (``.nc``, ``.nc4``, ``.netcdf`` or ``.zarr``).
+        The copy.
     overwrite : bool
         Replace an existing ``target`` written by ssmpde.
+    to : {None, "netcdf", "zarr", "pdebench", ...}
+        The target's format (:func:`ssmpde.data.formats.known_formats` lists the foreign
+        ones). Default: from the target's suffix (``.nc``, ``.nc4``, ``.netcdf`` or
+        ``.zarr``).
 
     Returns
     -------
-    pathlib.Path
-        The target.
+    Conversion
+        The target, its format, the dataset's sizes and the notes of what the target format
+        could not carry; ``os.fspath(result)`` is the target's path.
+
+    Raises
+    ------
+    ValueError
+        For an unknown format (the message lists the known ones), a suffix that does not say
+        the format, or a dataset the target format cannot hold (the message says why).
 
     Notes
     -----
-    Values, dtypes, coordinates and every attribute (``history`` included) are copied
-    unchanged, so a round trip gives the same dataset. The data stream through one sample at
-    a time (dask chunks), so the dataset need not fit in memory. The target is written
-    atomically under its output lock (:func:`output_lock`).
+    To netCDF4 or zarr, values, dtypes, coordinates and every attribute (``history``
+    included) are copied unchanged, so a round trip gives the same dataset; the data stream
+    through one sample at a time (dask chunks), so the dataset need not fit in memory. A
+    foreign format keeps what it can hold and says what it cannot in ``notes``. Every target
+    is written atomically under its output lock (:func:`output_lock`).
 
     Examples
     --------
-    >>> convert("ns.zarr", "ns.nc")  # doctest: +SKIP
+    >>> convert("ns.zarr", "ns.nc").target  # doctest: +SKIP
     PosixPath('ns.nc')
+    >>> convert("burgers.nc", "1D_Burgers_Sols_Nu0.01.hdf5", to="pdebench").notes  # doctest: +SKIP
     """
     source = pathlib.Path(os.fspath(source)).expanduser()
     target = pathlib.Path(os.fspath(target)).expanduser()
-    _format_of_suffix(target)  # an unknown suffix fails before the source is read
+    fmt = _target_format(target, to)  # an unknown format fails before the source is read
+    notes: list[str] = []
     with output_lock(target):
         remove_stale_temporaries(target)
         check_output(target, inputs=[source], overwrite=overwrite, flag="target")
         with open_dataset(source, chunks={}) as ds:
-            save(ds, target, overwrite=overwrite, validate=False)
-    return target
+            sizes = dict(ds.sizes)
+            if fmt in formats.OWN_FORMATS:
+                _check_storable_attrs(ds)
+                _write_own(ds, target, fmt)
+            else:
+                module = formats.format_named(fmt)
+                with atomic_path(target) as tmp:
+                    notes.extend(module.export(ds, tmp))
+                naming = getattr(module, "conventional_name", None)
+                conventional = naming(ds) if naming is not None else None
+                if conventional is not None and target.name != conventional:
+                    notes.append(f"the conventional {module.NAME} name of this dataset is "
+                                 f"'{conventional}' (its loaders find files by name)")
+    return Conversion(target=target, format=fmt, sizes=sizes, notes=tuple(notes))

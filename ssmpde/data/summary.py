@@ -12,9 +12,21 @@ import netCDF4
 import numpy as np
 import xarray as xr
 
+from . import formats
 from .files import _open_dataset
 from .progress import PROGRESS_ATTR, store_progress
-from .schema import SAMPLE, SchemaError, _count_nonfinite, _raise_if_invalid, config_of
+from .schema import (
+    BOUNDARY_CONDITIONS,
+    GRID_PLACEMENT,
+    SAMPLE,
+    X,
+    Y,
+    SchemaError,
+    _count_nonfinite,
+    _raise_if_invalid,
+    config_of,
+    vectors_of,
+)
 
 __all__ = ["describe"]
 
@@ -38,6 +50,9 @@ def _disk_size(path: pathlib.Path) -> int:
 
 
 def _file_format(path: pathlib.Path) -> str:
+    foreign = formats.sniff(path)
+    if foreign is not None:
+        return f"{foreign.NAME} ({foreign.DESCRIPTION})"
     if path.is_dir():
         return "zarr (format 3)" if (path / "zarr.json").is_file() else "zarr (format 2)"
     with netCDF4.Dataset(path) as nc:
@@ -67,8 +82,11 @@ def _summary(ds: xr.Dataset) -> list[str]:
                                or "(none)"),
              "coordinates:"]
     for name, coord in ds.coords.items():
+        placement = (f" {GRID_PLACEMENT}={coord.attrs.get(GRID_PLACEMENT, '(missing)')}"
+                     if name in (Y, X) else "")
         lines.append(f"  {name} ({', '.join(map(str, coord.dims))}) {coord.dtype} "
-                     f"{_value_range(coord)} units={coord.attrs.get('units', '(missing)')}")
+                     f"{_value_range(coord)} units={coord.attrs.get('units', '(missing)')}"
+                     f"{placement}")
     lines.append("data variables:")
     for name, var in ds.data_vars.items():
         stats = _value_range(var)
@@ -78,6 +96,7 @@ def _summary(ds: xr.Dataset) -> list[str]:
         lines.append(f"  {name} ({', '.join(map(str, var.dims))}) {var.dtype} "
                      f"units={var.attrs.get('units', '(missing)')} "
                      f"long_name={var.attrs.get('long_name', '(missing)')!r} min/max={stats}")
+    lines.extend(_grid_metadata(ds))
     lines.append("global attributes:")
     for key, value in ds.attrs.items():
         if key not in ("ssmpde_config", PROGRESS_ATTR):
@@ -94,6 +113,35 @@ def _summary(ds: xr.Dataset) -> list[str]:
     except SchemaError as exc:
         lines.append("schema: problems")
         lines.extend(f"  - {problem}" for problem in exc.problems)
+    return lines
+
+
+def _grid_metadata(ds: xr.Dataset) -> list[str]:
+    """Boundary conditions and vectors, and which variables on a grid lack them."""
+    on_grid = [name for name, var in ds.data_vars.items() if {Y, X} & set(var.dims)]
+    if not on_grid:
+        return []
+    lines = ["boundary conditions:"]
+    missing = []
+    for name in on_grid:
+        text = ds[name].attrs.get(BOUNDARY_CONDITIONS)
+        if text is None:
+            missing.append(name)
+        else:
+            lines.append(f"  {name}: {text}")
+    if missing:
+        lines.append(f"  (missing on {', '.join(missing)}: the file was written before ssmpde "
+                     "recorded boundary conditions; regenerate it, or set the "
+                     f"'{BOUNDARY_CONDITIONS}' attribute, e.g. 'y: periodic x: periodic')")
+    try:
+        vectors = vectors_of(ds)
+    except SchemaError as exc:
+        lines.append(f"vectors: (inconsistent: {exc.problems[0]})")
+    else:
+        if vectors:
+            lines.append("vectors: " + "; ".join(
+                f"{vector} ({', '.join(f'{dim}: {var}' for dim, var in parts.items())})"
+                for vector, parts in vectors.items()))
     return lines
 
 

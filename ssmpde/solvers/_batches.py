@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
+from tqdm.auto import tqdm
 
 from .. import __version__
 from .base import Solver
@@ -86,3 +89,55 @@ def _batch_dataset(solver: Solver, seed: int, start: int, stop: int,
 def _interrupted(saved: int, num_samples: int, where: Path) -> KeyboardInterrupt:
     return KeyboardInterrupt(f"interrupted: {saved} of {num_samples} samples are saved in "
                              f"'{where}'; run the same command again to resume")
+
+
+#: A run projected (from its first batches) to take longer than this many seconds gets one
+#: warning, :class:`LongRunWarning`.
+LONG_RUN_SECONDS = 3600.0
+
+
+class LongRunWarning(UserWarning):
+    """A generation will take long: its duration projected from its first batches."""
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 48 * 3600:
+        return f"{seconds / 86400:,.0f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} hours"
+    return f"{seconds / 60:.3g} minutes"
+
+
+class _Pace:
+    """Projects a run's duration from its first batches, and warns once if it is long.
+
+    In process (``concurrency`` 1) the projection takes the faster of the first two batches,
+    so the one-time start-up costs of the first (FFT plans, caches) do not raise a false
+    alarm; on a cluster the first batch to complete, over the workers running at once.
+    """
+
+    def __init__(self, remaining: int, *, concurrency: int = 1) -> None:
+        self.remaining, self.concurrency = remaining, max(1, concurrency)
+        self.per_sample: float | None = None  # seconds a sample, the fastest batch so far
+        self.batches = 0
+
+    def batch_done(self, samples: int, seconds: float) -> None:
+        if self.batches < 0 or samples <= 0:
+            return  # decided
+        self.batches += 1
+        self.remaining -= samples
+        rate = max(seconds, 0.0) / samples
+        self.per_sample = rate if self.per_sample is None else min(self.per_sample, rate)
+        projected = self.per_sample * self.remaining / self.concurrency
+        if projected <= LONG_RUN_SECONDS:
+            self.batches = -1
+        elif self.concurrency > 1 or self.batches >= 2:
+            self.batches = -1
+            speed = self.concurrency / self.per_sample if self.per_sample else float("inf")
+            message = (f"this run will take about {_duration(projected)} more "
+                       f"({self.remaining:,} samples left at about {speed:,.3g} samples/s, "
+                       "measured on its first batches): Ctrl-C stops it and the same command "
+                       "resumes it; generate fewer samples, or use --workers / --scheduler, "
+                       "to make it shorter")
+            with tqdm.external_write_mode(file=sys.stderr):
+                warnings.warn(message, LongRunWarning, stacklevel=2)

@@ -161,6 +161,9 @@ class VariableSpec:
     units: str
     role: str = "state"
     encoded_by: str | None = None
+    #: CF ``cell_methods`` of the values on the grid, e.g. ``"y: x: mean"`` for finite-volume
+    #: cell averages; None for point values.
+    cell_methods: str | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -170,6 +173,8 @@ class VariableSpec:
         attrs = {"long_name": self.long_name, "units": self.units, ROLE: self.role}
         if self.encoded_by is not None:
             attrs[ENCODED_BY] = self.encoded_by
+        if self.cell_methods is not None:
+            attrs["cell_methods"] = self.cell_methods
         return attrs
 
 
@@ -316,6 +321,15 @@ class Solver(abc.ABC):
         through :meth:`TimeDependentSolver.step`.
     title, references : str
         Dataset attributes.
+    boundary_conditions : str or mapping
+        The domain's boundary conditions, written on every variable with a grid (see
+        :func:`ssmpde.data.build_dataset`): one kind of :data:`ssmpde.data.BOUNDARY_KINDS` for
+        all sides, or per spatial dimension a kind or a (lower, upper) pair. A solver whose
+        conditions depend on its config makes this a property. None (the base default) writes
+        none; every built-in solver declares its own.
+    vectors : mapping
+        Vector name → spatial dimension → variable, e.g. ``{"velocity": {"x": "velocity_x",
+        "y": "velocity_y"}}`` (see :func:`ssmpde.data.vectors_of`).
     """
 
     name: ClassVar[str] = ""
@@ -324,6 +338,8 @@ class Solver(abc.ABC):
     TINY: ClassVar[Mapping[str, Any]] = {}
     title: ClassVar[str] = ""
     references: ClassVar[str] = ""
+    boundary_conditions: ClassVar[str | Mapping[str, Any] | None] = None
+    vectors: ClassVar[Mapping[str, Mapping[str, str]]] = {}
 
     def __init__(self, **config: Any) -> None:
         self.config = self.make_config(**config)
@@ -432,7 +448,8 @@ class Solver(abc.ABC):
             data_vars[name] = xr.DataArray(values, dims=dims, attrs=spec.attrs())
         return build_dataset(
             data_vars, coords=coords, equation=self.name, config=config, title=self.title,
-            references=self.references, solver=type(self).__name__, history=history)
+            references=self.references, solver=type(self).__name__, history=history,
+            boundary_conditions=self.boundary_conditions, vectors=self.vectors)
 
 
 class TimeDependentSolver(Solver):
@@ -469,6 +486,12 @@ class TimeDependentSolver(Solver):
     domain_length: ClassVar[float | tuple[float, ...]] = 1.0
     #: Whether the grid includes the right boundary point (False: periodic).
     endpoint: ClassVar[bool] = False
+    #: The default grid (``endpoint = False``) is periodic, and so are its conditions; a PDE
+    #: with walls or inflow declares its own (see :class:`Solver`).
+    boundary_conditions: ClassVar[str | Mapping[str, Any] | None] = "periodic"
+    #: CF ``cell_methods`` of the stored fields: None for point values at the nodes,
+    #: ``"y: x: mean"`` for finite-volume cell averages.
+    field_cell_methods: ClassVar[str | None] = None
 
     #: Spatial dimensions; with the config's ``resolution`` and ``simulation_resolution``
     #: (points per axis) it gives the default grids below.
@@ -773,7 +796,8 @@ class TimeDependentSolver(Solver):
 
     def variables(self) -> dict[str, VariableSpec]:
         space = SPATIAL_DIMS[len(self.grid)]
-        out = {name: VariableSpec((TIME, *space), *self.field_units[name], role="state")
+        out = {name: VariableSpec((TIME, *space), *self.field_units[name], role="state",
+                                  cell_methods=self.field_cell_methods)
                for name in self.fields}
         out.update(self.extra_variables())
         return out

@@ -21,7 +21,7 @@ import scipy.sparse as sparse
 import scipy.sparse.linalg as sparse_linalg
 import xarray as xr
 
-from ..data import X, Y, grid_coordinates
+from ..data import X, Y, grid_coordinates, spatial_coordinate
 from .base import Solver, VariableSpec, register_solver
 from .random_fields import NeumannGRF, sample_rng
 from .spectral import solver_threads
@@ -308,6 +308,8 @@ class Darcy(Solver):
 
     Config = DarcyConfig
     fields = ("u",)
+    #: u = 0 on the whole boundary (with ``grid="cells"``, on ghost nodes half a cell outside).
+    boundary_conditions = "dirichlet"
     title = "Darcy flow -div(a grad u) = f on the unit square, u = 0 on the boundary"
     references = "Li et al., Fourier Neural Operator for Parametric PDEs, ICLR 2021"
     PRESETS = {
@@ -579,10 +581,12 @@ class Darcy(Solver):
         if cfg.grid == "nodes":
             return grid_coordinates(cfg.resolution, ndim=2, endpoint=True)
         values = self.points()[::cfg.stride]
-        return {dim: xr.DataArray(values, dims=(dim,), name=dim, attrs={
-            "units": "1", "axis": dim.upper(),
-            "long_name": f"{dim} coordinate (cell centres (i + 1/2)/{cfg.simulation_resolution}"
-                         f", every {cfg.stride})"}) for dim in (Y, X)}
+        # Point values of the finite-difference unknowns at (strided) cell centres, not cell
+        # averages: no cell_methods.
+        return {dim: spatial_coordinate(
+            dim, values, placement="cell_centres",
+            long_name=f"{dim} coordinate (cell centres (i + 1/2)/{cfg.simulation_resolution}"
+                      f", every {cfg.stride})") for dim in (Y, X)}
 
     # -- memory estimate ---------------------------------------------------------------------
     def stored_bytes_per_sample(self) -> int:

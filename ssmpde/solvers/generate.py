@@ -21,11 +21,15 @@ in-process run. See ``docs/scale-out.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import re
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,10 +39,14 @@ from tqdm.auto import tqdm
 
 from .. import __version__, core
 from ..threads import entry_point, limit_solver
-from ..data import (SAMPLE, atomic_path, check_output, open_dataset, output_lock,
-                    remove_stale_temporaries, save)
+from ..data import (SAMPLE, DiskFullError, atomic_path, block_size, check_output, disk_space,
+                    disk_usage, free_space, open_dataset, output_lock, remove_stale_temporaries,
+                    save)
+from ..data.files import _format_of_suffix, _size_bound
+from ..data.outputs import _size
 from ._batches import (
     _batch_dataset,
+    _Pace,
     _can_resume,
     _check_int,
     _count,
@@ -51,6 +59,7 @@ from .base import Solver, get_solver
 from .scale_out import (
     _check_cluster,
     _generate_on_cluster,
+    _layout,
     _refuse_store_in_progress,
     dask_cluster,
 )
@@ -70,6 +79,10 @@ _SUFFIXES = (".nc", ".nc4", ".netcdf", ".zarr")
 #: The most samples one call generates (sample indices and part names stay small).
 MAX_SAMPLES = 10 ** 9
 _RAISE_LIMIT = "raise --max-memory / SSMPDE_MAX_MEMORY"
+#: A part file is written once it holds this many bytes of samples (uncompressed), or once it
+#: holds twice the batches of the part before it (1, 2, 4, ... in one process), whichever
+#: comes first: few parts for many small samples, an early first part for slow ones.
+PART_BYTES = 8 * 2 ** 20
 
 
 def parts_directory(out: str | os.PathLike) -> Path:
@@ -87,14 +100,6 @@ def _check_target(out: Path) -> None:
     if not out.parent.is_dir():
         raise FileNotFoundError(f"output directory '{out.parent}' does not exist; create it "
                                 f"first (mkdir -p {out.parent})")
-
-
-def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if nbytes < 1024 or unit == "PiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.3g} {unit}"
-        nbytes /= 1024
-    raise AssertionError  # pragma: no cover
 
 
 def _gib(nbytes: float) -> str:
@@ -139,6 +144,130 @@ def _check_memory(solver: Solver, num_samples: int, batch_size: int, in_memory: 
                          f"({'; '.join(parts)}), more than the limit of {_gib(limit)}: "
                          f"{advice}, or {_RAISE_LIMIT}")
 
+
+
+@dataclasses.dataclass(frozen=True)
+class _DiskPlan:
+    """Upper bounds of the disk space a run to ``out`` takes, from its layout.
+
+    ``fixed`` and ``per_sample`` bound a netCDF part file (:func:`ssmpde.data.size_bound`,
+    which is affine in the samples), ``output`` the finished dataset in its format. A run in
+    process writes its missing samples into part files and then merges every part into
+    ``out`` while the parts still exist; a run on a cluster writes the samples into the store
+    itself (``in_place``).
+    """
+
+    out: Path
+    num_samples: int
+    batch_size: int
+    stored: int  # bytes a sample, uncompressed
+    fixed: int
+    per_sample: int
+    output: int
+    output_per_sample: int
+    in_place: bool
+
+    @classmethod
+    def of(cls, solver: Solver, out: Path, num_samples: int, batch_size: int,
+           run_config: dict[str, Any], *, in_place: bool) -> _DiskPlan:
+        block = block_size(out.parent)
+        history = _history(solver.name)
+
+        def bound(samples: int, fmt: str) -> int:
+            return _size_bound(_layout(solver, samples, run_config, history), fmt, block)
+
+        fmt = _format_of_suffix(out)
+        empty, one = bound(0, "netcdf"), bound(1, "netcdf")
+        output = bound(num_samples, fmt)
+        return cls(out=out, num_samples=num_samples, batch_size=batch_size,
+                   stored=int(solver.stored_bytes_per_sample()), fixed=empty,
+                   per_sample=one - empty + 1, output=output,
+                   output_per_sample=-(-(output - bound(0, fmt)) // num_samples),
+                   in_place=in_place)
+
+    def parts(self, missing: int, gaps: int) -> int:
+        """The part files one process writes for ``missing`` samples in ``gaps`` runs: one
+        per doubling of the batches a part holds, one per :data:`PART_BYTES`, one per run."""
+        batches = -(-missing // self.batch_size)
+        return (math.ceil(math.log2(batches + 1)) + -(-missing * self.stored // PART_BYTES)
+                + gaps)
+
+    def needed(self, done: list[tuple[int, int]]) -> int:
+        """Bytes the run still writes at its peak, given the finished sample ranges ``done``
+        (already on disk)."""
+        missing = self.num_samples - _count(done)
+        if self.in_place:
+            return missing * self.output_per_sample if done else self.output
+        if missing == 0:
+            return self.output
+        gaps = sum(1 for _ in _gaps(done, self.num_samples))
+        return (self.parts(missing, gaps) * self.fixed + missing * self.per_sample
+                + self.output)
+
+    def explain(self, done: list[tuple[int, int]]) -> str:
+        missing = self.num_samples - _count(done)
+        per = _size(self.output_per_sample if self.in_place else self.per_sample)
+        if self.in_place:
+            return f"{missing:_} samples x up to {per} each, written into '{self.out}'"
+        return (f"{missing:_} samples x up to {per} each in part files, then the merged "
+                f"'{self.out.name}' of up to {_size(self.output)} while the parts still exist")
+
+    def check(self, done: list[tuple[int, int]], used: int,
+              max_disk: int | str | None) -> None:
+        """Refuse the run, before it writes anything more, if the disk cannot hold it.
+
+        ``used``: bytes the unfinished run already has on disk (its parts or its store).
+        With a limit (``max_disk``, else ``SSMPDE_MAX_DISK``) the run's whole footprint must
+        stay within it, and the free space is not consulted; without one, what the run still
+        writes must fit in the free space.
+        """
+        needed = self.needed(done)
+        limit = disk_limit(max_disk)
+        advice = ("generate fewer samples or lower the resolution, write to a larger disk, "
+                  "or set --max-disk / SSMPDE_MAX_DISK (the most disk space the run may use, "
+                  "checked instead of the free space)")
+        if limit is not None:
+            if used + needed > limit:
+                already = f", {_size(used)} of it already written" if used else ""
+                raise ValueError(f"this run needs up to {_size(used + needed)} of disk space "
+                                 f"({self.explain(done)}{already}), more than the limit of "
+                                 f"{_size(limit)} (--max-disk / SSMPDE_MAX_DISK): {advice}")
+            return
+        free = free_space(self.out.parent)
+        if needed > free:
+            raise ValueError(f"this run needs up to {_size(needed)} more disk space "
+                             f"({self.explain(done)}), more than the {_size(free)} free on "
+                             f"the file system of '{self.out.parent}': {advice}")
+
+    def full(self, error: DiskFullError, done: list[tuple[int, int]],
+             where: Path) -> DiskFullError:
+        """``error`` restated for the whole run: what it still needs, and that it resumes."""
+        saved = _count(done)
+        return DiskFullError(
+            error.path, needed=self.needed(done), free=error.free,
+            hint=f"{saved} of {self.num_samples} samples are saved in '{where}'; free some "
+                 "space (or start again with an --out on a larger disk), then run the same "
+                 "command again to resume")
+
+
+def disk_limit(max_disk: int | str | None = None) -> int | None:
+    """The most disk space a generation may use, in bytes, or None to check the free space.
+
+    ``max_disk`` if given; else the environment variable ``SSMPDE_MAX_DISK`` (e.g. ``500G``);
+    else None.
+    """
+    if max_disk is None and os.environ.get("SSMPDE_MAX_DISK"):
+        max_disk = os.environ["SSMPDE_MAX_DISK"]
+    return None if max_disk is None else core.parse_bytes(max_disk, "disk")
+
+
+def _gaps(done: list[tuple[int, int]], num_samples: int):
+    """The runs of missing samples between the sorted finished ranges ``done``."""
+    position = 0
+    for start, stop in [*done, (num_samples, num_samples)]:
+        if start > position:
+            yield position, start
+        position = max(position, stop)
 
 
 def _is_manifest(value: Any) -> bool:
@@ -194,7 +323,10 @@ class _Parts:
     holds only what ssmpde writes there.
     """
 
-    def __init__(self, out: Path, run_config: dict[str, Any], *, overwrite: bool) -> None:
+    def __init__(self, out: Path, run_config: dict[str, Any], *, overwrite: bool,
+                 check: Callable[[list[tuple[int, int]], int], None]) -> None:
+        """``check(done, used)`` runs before anything is written: with the finished ranges
+        and the bytes on disk of a run it resumes, else ``([], 0)``."""
         self.directory = parts_directory(out)
         self.manifest = self.directory / _MANIFEST
         if self.directory.exists() or self.directory.is_symlink():
@@ -207,13 +339,20 @@ class _Parts:
                                                "folder", overwrite=overwrite):
                 self.history = stored["history"]
                 self._remove_temporaries()
+                check(self.ranges(), disk_usage(self.directory))
                 return
             _discard(self.directory)
-        self.directory.mkdir()
+        check([], 0)
         self.history = _history(run_config["equation"])
-        with atomic_path(self.manifest) as tmp:
-            tmp.write_text(json.dumps({"config": run_config, "history": self.history},
-                                      indent=1))
+        with disk_space(self.directory):
+            self.directory.mkdir()
+        try:
+            with atomic_path(self.manifest) as tmp:
+                tmp.write_text(json.dumps({"config": run_config, "history": self.history},
+                                          indent=1))
+        except BaseException:
+            self.directory.rmdir()  # nothing of this run was written yet
+            raise
 
     def _read(self) -> tuple[str | None, dict[str, Any]]:
         """(None, manifest) or (what is wrong, {})."""
@@ -264,9 +403,9 @@ class _Parts:
 def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
              out: str | os.PathLike | None = None, batch_size: int = 8,
              preset: str | None = None, overwrite: bool = False, progress: bool = True,
-             max_memory: int | str | None = None, scheduler: str | Client | None = None,
-             workers: int | None = None, retries: int = 2, threads: int | None = None,
-             **config: Any) -> xr.Dataset:
+             max_memory: int | str | None = None, max_disk: int | str | None = None,
+             scheduler: str | Client | None = None, workers: int | None = None,
+             retries: int = 2, threads: int | None = None, **config: Any) -> xr.Dataset:
     """Generate a dataset with a registered solver.
 
     Parameters
@@ -279,7 +418,8 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         Master seed. Sample ``i`` is a pure function of ``(seed, i)`` and the config.
     out : path, optional
         netCDF4 (``.nc``) or zarr (``.zarr``) file to write. Finished batches are kept in
-        :func:`parts_directory` until the run completes, so a rerun resumes. The whole run
+        :func:`parts_directory` until the run completes, so a rerun resumes (see Notes for
+        their size and the disk space a run needs). The whole run
         holds the output's lock (:func:`ssmpde.data.output_lock`): a second run to the same
         ``out`` fails at once with :class:`ssmpde.data.OutputLockedError`. With a
         ``scheduler``, a ``.zarr`` store that is written in place (see Notes).
@@ -299,6 +439,13 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         available now. A run estimated above it (``batch_size`` times
         :meth:`Solver.bytes_per_sample`, times the workers of a local cluster, plus the whole
         dataset without ``out``) is refused before anything is allocated.
+    max_disk : int or str, optional
+        The most disk space the run may use: bytes, or a size such as ``"500G"``. Default:
+        the environment variable ``SSMPDE_MAX_DISK``; without either, the free space of
+        ``out``'s file system is the limit for what the run still writes. A run whose upper
+        bound (uncompressed values, part files and the merged file at once) exceeds it is
+        refused before anything is written. The limit replaces the free-space check, so it
+        also lets a run start that the bound says will not fit.
     scheduler : {None, "local"}, str or distributed.Client
         None (the default, unless ``workers`` is given): compute in this process.
         ``"local"``: start a dask ``LocalCluster`` of ``workers`` processes for this run.
@@ -335,6 +482,20 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
 
     Notes
     -----
+    Disk: before anything is written, the run's peak footprint is bounded from above (values
+    uncompressed, plus the file format's overhead; in process, the part files and the merged
+    ``out``, which exist together while the parts are merged) and checked against the free
+    space or ``max_disk``. A part file holds up to :data:`PART_BYTES` of samples (the first
+    ones in a process fewer: 1, 2, 4, ... batches), so the parts stay few and large; a
+    kill loses at most the part being assembled, Ctrl-C nothing but the batch in flight. A
+    write that fills the disk anyway ends the run with
+    :class:`ssmpde.data.DiskFullError` naming the path and the space the run still needs;
+    no temporary is left, and the same call resumes once space is freed.
+
+    Duration: a run whose remaining time, projected from its first batches, exceeds
+    :data:`ssmpde.solvers._batches.LONG_RUN_SECONDS` (one hour) gets one
+    :class:`~ssmpde.solvers._batches.LongRunWarning`.
+
     On a cluster (``scheduler`` or ``workers``), the store at ``out`` is laid out first, each
     batch is one task that writes its own samples into it, and the store records the
     batches complete (:func:`ssmpde.data.store_progress`; ``ssmpde info`` shows them). The
@@ -378,43 +539,85 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
                       progress)
         return xr.concat(pieces, dim=SAMPLE, data_vars="all", coords="minimal",
                          compat="identical", combine_attrs="override")
+    disk_limit(max_disk)  # a malformed limit fails before any work
+    plan = _DiskPlan.of(solver, out_path.absolute(), num_samples, batch_size, run_config,
+                        in_place=scheduler is not None)
     if scheduler is not None:
         return _generate_on_cluster(solver, seed, num_samples, batch_size, run_config,
                                     out_path.absolute(), overwrite=overwrite, progress=progress,
-                                    scheduler=scheduler, workers=workers, retries=retries)
+                                    scheduler=scheduler, workers=workers, retries=retries,
+                                    disk=plan, max_disk=max_disk)
     with output_lock(out_path):
         remove_stale_temporaries(out_path)
         _refuse_store_in_progress(out_path, overwrite)
         check_output(out_path, overwrite=overwrite)
-        parts = _Parts(out_path, run_config, overwrite=overwrite)
-        _run(solver, seed, num_samples, batch_size, run_config, parts.history, parts,
-             parts.ranges(), progress)
-        _merge(parts, out_path, num_samples, overwrite)
+        parts = _Parts(out_path, run_config, overwrite=overwrite,
+                       check=lambda done, used: plan.check(done, used, max_disk))
+        try:
+            _run(solver, seed, num_samples, batch_size, run_config, parts.history, parts,
+                 parts.ranges(), progress)
+            _merge(parts, out_path, num_samples, overwrite)
+        except DiskFullError as error:
+            raise plan.full(error, parts.ranges(), parts.directory) from error.__cause__
         return open_dataset(out_path)
 
 
 def _run(solver: Solver, seed: int, num_samples: int, batch_size: int,
          run_config: dict[str, Any], history: str, parts: _Parts | None,
          done: list[tuple[int, int]], progress: bool) -> list[xr.Dataset]:
-    """Compute the batches missing from ``done``: each written as a part, or returned."""
+    """Compute the batches missing from ``done``: written as parts, or returned.
+
+    Consecutive batches are held until they make a part (:data:`PART_BYTES`, or twice the
+    batches of the previous part); what is held is written before an error or Ctrl-C ends
+    the run, so only the batch in flight is lost.
+    """
     in_memory: list[xr.Dataset] = []
+    held: list[xr.Dataset] = []
+    part_batches = 1
+    pace = _Pace(num_samples - _count(done))
     bar = tqdm(total=num_samples, initial=_count(done), unit="sample", desc=solver.name,
                disable=not progress, dynamic_ncols=True,
                bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}, "
                           "{rate_fmt}]")
+
+    def write_held() -> None:
+        nonlocal part_batches
+        if not held:
+            return
+        batches = held.copy()
+        held.clear()  # written once: a failed write is not retried by the cleanup below
+        first, last = int(batches[0][SAMPLE][0]), int(batches[-1][SAMPLE][-1]) + 1
+        part = batches[0] if len(batches) == 1 else xr.concat(
+            batches, dim=SAMPLE, data_vars="all", coords="minimal", compat="identical",
+            combine_attrs="override")
+        save(part, parts.path(first, last), validate=False)
+        part_batches *= 2
+
     try:
-        for start, stop in _missing(done, num_samples, batch_size):
-            shown = bar.n
+        try:
+            for start, stop in _missing(done, num_samples, batch_size):
+                shown = bar.n
 
-            def advance(fraction: float, size: int = stop - start) -> None:
-                bar.update(fraction * size)
+                def advance(fraction: float, size: int = stop - start) -> None:
+                    bar.update(fraction * size)
 
-            ds = _batch_dataset(solver, seed, start, stop, run_config, history, advance)
+                began = time.perf_counter()
+                ds = _batch_dataset(solver, seed, start, stop, run_config, history, advance)
+                pace.batch_done(stop - start, time.perf_counter() - began)
+                if parts is None:
+                    in_memory.append(ds)
+                else:
+                    if held and int(held[-1][SAMPLE][-1]) + 1 != start:
+                        write_held()  # a part is one run of consecutive samples
+                    held.append(ds)
+                    if len(held) >= part_batches or sum(
+                            var.nbytes for batch in held
+                            for var in batch.data_vars.values()) >= PART_BYTES:
+                        write_held()
+                bar.update(shown + stop - start - bar.n)  # land exactly on the batch boundary
+        finally:
             if parts is not None:
-                save(ds, parts.path(start, stop), validate=False)
-            else:
-                in_memory.append(ds)
-            bar.update(shown + stop - start - bar.n)  # land exactly on the batch boundary
+                write_held()  # the end of the run, or what an error or Ctrl-C left held
     except KeyboardInterrupt:
         bar.close()
         if parts is not None:

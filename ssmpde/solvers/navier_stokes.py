@@ -486,6 +486,7 @@ class NavierStokes2D(TimeDependentSolver):
     fields = ("vorticity",)
     field_units = {"vorticity": ("vorticity", "1")}
     spatial_ndim = 2
+    boundary_conditions = "periodic"
     #: Every per-sample input :meth:`step` takes; ``forcing_amplitude`` only for the torus
     #: forcings (see :meth:`parameter_specs`).
     parameter_names = ("viscosity", "forcing_amplitude")

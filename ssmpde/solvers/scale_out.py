@@ -26,6 +26,7 @@ import re
 import signal
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Iterator
@@ -38,10 +39,12 @@ from tqdm.auto import tqdm
 
 from .. import __version__
 from ..core import gib
-from ..data import (SAMPLE, ZARR_SUFFIXES, DatasetFileError, StoreProgress, check_output,
-                    create_store, finish_store, open_dataset, output_lock, remove_stale_temporaries,
-                    store_progress, update_store_progress, write_store_region)
-from ._batches import _batch_dataset, _can_resume, _check_int, _history, _interrupted, _missing
+from ..data import (SAMPLE, ZARR_SUFFIXES, DatasetFileError, DiskFullError, StoreProgress,
+                    check_output, create_store, disk_space, disk_usage, finish_store,
+                    open_dataset, output_lock, remove_stale_temporaries, store_progress,
+                    update_store_progress, write_store_region)
+from ._batches import (_batch_dataset, _can_resume, _check_int, _history, _interrupted,
+                       _missing, _Pace)
 from .base import Solver, SolverDivergedError
 from .spectral import default_threads
 from ..threads import cores
@@ -63,6 +66,8 @@ _ADDRESS_FORM = ("tcp://HOST:PORT as `dask scheduler` prints it, e.g. tcp://10.0
 
 # How TimeDependentSolver.simulate names the diverged rows of a batch.
 _DIVERGED_ROWS = re.compile(r"batch rows \[([\d, ]*)\]")
+# How long a run that filled the disk waits for its batches in flight to end.
+_SETTLE_SECONDS = 30
 # The thread pools a worker's environment sizes (numba's own, OpenMP, BLAS).
 _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                      "OPENBLAS_NUM_THREADS")
@@ -494,6 +499,7 @@ class _Failed:
     kind: type[Exception]
     message: str
     traceback: str
+    full: DiskFullError | None = None  # the store's disk filled up: no retry, one line
 
 
 def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: dict[str, Any],
@@ -517,9 +523,13 @@ def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: di
         return _Failed(_error_kind(error), f"{type(error).__name__}: {error}",
                        traceback.format_exc())
     try:
-        write_store_region(ds, store, run_id=run_id)
+        with disk_space(store):
+            write_store_region(ds, store, run_id=run_id)
     except DatasetFileError as error:
         return _Failed(ValueError, str(error), traceback.format_exc())
+    except DiskFullError as error:
+        # A full disk stays full for a retry: back to the driver, which says it in one line.
+        return _Failed(OSError, str(error), "", full=error)
     return stop - start
 
 
@@ -625,8 +635,9 @@ def _failure(error: BaseException | _Failed, start: int, stop: int, out: Path,
 def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size: int,
                          run_config: dict[str, Any], out: Path, *, overwrite: bool,
                          progress: bool, scheduler: str | Client, workers: int | None,
-                         retries: int) -> xr.Dataset:
-    """:func:`generate` on a dask cluster (see its Notes)."""
+                         retries: int, disk: Any, max_disk: int | str | None) -> xr.Dataset:
+    """:func:`generate` on a dask cluster (see its Notes); ``disk`` is the run's
+    :class:`ssmpde.solvers.generate._DiskPlan`, checked before the store is laid out."""
     with output_lock(out):
         remove_stale_temporaries(out)
         try:
@@ -640,6 +651,9 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
             record = None  # another config, discarded by overwrite
         if record is None:
             check_output(out, overwrite=overwrite)
+            disk.check([], 0, max_disk)
+        else:
+            disk.check(list(record.complete), disk_usage(out), max_disk)
         with dask_cluster(scheduler, workers) as (client, threads):
             _announce(client, progress)
             if record is None:
@@ -651,9 +665,14 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
             elif record.batch_size != batch_size:
                 record = dataclasses.replace(record, batch_size=batch_size)
                 update_store_progress(out, record)
-            _run_on_cluster(client, solver, seed, run_config, out, record, threads=threads,
-                            retries=retries, progress=progress)
-        finish_store(out)
+            try:
+                _run_on_cluster(client, solver, seed, run_config, out, record, threads=threads,
+                                retries=retries, progress=progress)
+            except DiskFullError as error:
+                done = store_progress(out)
+                raise disk.full(error, list(done.complete) if done else [], out) from None
+        with disk_space(out):
+            finish_store(out)
     return open_dataset(out)
 
 
@@ -680,6 +699,9 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
     running: dict[str, tuple[Any, int, int]] = {}
     queue = as_completed(loop=client.loop)
     per_sample = float(solver.bytes_per_sample())
+    pace = _Pace(num_samples - record.samples_complete,
+                 concurrency=sum(client.nthreads().values()))
+    began = time.perf_counter()
 
     def submit() -> None:
         window = max(4, 2 * sum(client.nthreads().values()))
@@ -708,14 +730,27 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
                         if type(error).__name__ == "KilledWorker" else None
                     raise _failure(error, start, stop, out, record, deaths=deaths) from error
                 if isinstance(result, _Failed):
+                    if result.full is not None:
+                        raise result.full
                     raise _failure(result, start, stop, out, record)
+                pace.batch_done(stop - start, time.perf_counter() - began)
                 # Recorded only now that the task has returned: its region is fully written.
                 record = record.with_complete(start, stop)
-                update_store_progress(out, record)
+                with disk_space(out):
+                    update_store_progress(out, record)
                 bar.update(1)
                 submit()
         except KeyboardInterrupt:
             raise _interrupted(record.samples_complete, num_samples, out) from None
+        except DiskFullError:
+            # The batches in flight end within moments on the same full disk; cancelling
+            # running tasks instead makes each worker log a warning after the one line of the
+            # error.
+            deadline = time.monotonic() + _SETTLE_SECONDS
+            for future, _, _ in running.values():
+                with contextlib.suppress(Exception):  # TimeoutError, or the batch's own error
+                    future.result(timeout=max(0.0, deadline - time.monotonic()))
+            raise
         finally:
             bar.close()
             if running:  # a failure or an interrupt: nothing more for this run

@@ -160,6 +160,7 @@ class SemilinearSolver1D(TimeDependentSolver):
     """
 
     fields = ("u",)
+    boundary_conditions = "periodic"
     #: Per-sample parameters as dataset variables: name -> (long_name, units).
     parameter_units: ClassVar[Mapping[str, tuple[str, str]]] = {}
 

@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ssmpde.core import autoregressive
-from ssmpde.data import atomic_path
+from ssmpde.data import atomic_path, disk_space
 
 from . import build_model
 from .datasets import Normalizer, Task
@@ -114,28 +114,39 @@ def save_run(out: Path, model, optimizer, scheduler, record: dict, epoch: int,
     ``COMPLETE`` marker (written atomically) commits the save; then the files move into
     ``out`` (:func:`recover`). A kill before the marker leaves the previous epoch intact (the
     journal is dropped on recovery); a kill after it is finished by recovery. Either way the
-    run directory holds one consistent epoch.
+    run directory holds one consistent epoch. A full disk drops the journal and raises
+    :class:`ssmpde.data.DiskFullError`: the previous epoch stays, and ``--resume`` continues
+    from it once space is freed.
     """
     out.mkdir(parents=True, exist_ok=True)
     pending = out / PENDING
     if pending.exists():
         shutil.rmtree(pending)
-    pending.mkdir()
     stamp = {"epoch": str(epoch)}
+    weights = {k: v.detach().cpu().contiguous() for k, v in unwrap(model).state_dict().items()}
     tensors, optimizer_record = _optimizer_tensors(optimizer)
-    save_file({k: v.detach().cpu().contiguous() for k, v in unwrap(model).state_dict().items()},
-              pending / WEIGHTS, metadata=stamp)
-    save_file(tensors or {"empty": torch.zeros(0)}, pending / STATE_TENSORS, metadata=stamp)
-    (pending / STATE_JSON).write_text(json.dumps({
-        "epoch": epoch, "step": step, "optimizer": optimizer_record,
-        "scheduler": scheduler.state_dict()}, indent=1))
     log = (out / METRICS).read_text() if (out / METRICS).exists() else ""
     if metrics is not None:
         log += json.dumps(metrics) + "\n"
-    (pending / METRICS).write_text(log)
-    (pending / CONFIG).write_text(json.dumps({**record, "epoch": epoch}, indent=2))
-    with atomic_path(pending / COMPLETE) as tmp:
-        tmp.write_text(str(epoch))
+    # The tensors as stored, the metrics log, and room for headers and the JSON records.
+    needed = sum(t.numel() * t.element_size() for t in [*weights.values(), *tensors.values()]) \
+        + len(log) + 2 ** 20
+    hint = (f"the run keeps its last complete epoch ({epoch - 1}); free some space, then "
+            "continue it with the same `ssmpde train` command and --resume (resume=True)"
+            if epoch > 1 else "no epoch was saved; free some space, then run the same "
+                              "command again")
+    with disk_space(out, needed=needed, hint=hint,
+                    cleanup=lambda: shutil.rmtree(pending, ignore_errors=True)):
+        pending.mkdir()
+        save_file(weights, pending / WEIGHTS, metadata=stamp)
+        save_file(tensors or {"empty": torch.zeros(0)}, pending / STATE_TENSORS, metadata=stamp)
+        (pending / STATE_JSON).write_text(json.dumps({
+            "epoch": epoch, "step": step, "optimizer": optimizer_record,
+            "scheduler": scheduler.state_dict()}, indent=1))
+        (pending / METRICS).write_text(log)
+        (pending / CONFIG).write_text(json.dumps({**record, "epoch": epoch}, indent=2))
+        with atomic_path(pending / COMPLETE) as tmp:
+            tmp.write_text(str(epoch))
     recover(out)
 
 

@@ -283,32 +283,37 @@ class _BidirectionalS6Core(nn.Module):
         self.out_proj = nn.Linear(inner, width, bias=False)
 
     def _branches(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x and the gate z, both ``[batch, tokens, inner]``: SiLU on both halves of in_proj
-        (the released block has no convolution)."""
-        return F.silu(self.in_proj(tokens)).chunk(2, dim=-1)
+        """x (contiguous, the layout the scan reads without a copy) and the gate z, both
+        ``[batch, tokens, inner]``: SiLU on both halves of in_proj (the released block has no
+        convolution)."""
+        x, z = F.silu(self.in_proj(tokens)).chunk(2, dim=-1)
+        return x.contiguous(), z
 
-    @staticmethod
-    def _directions(x: torch.Tensor) -> torch.Tensor:
-        """``[batch, L, inner] -> [batch, 2, inner, L]``: the sequence and its reverse."""
-        x = x.transpose(1, 2)
-        return torch.stack([x, x.flip(-1)], dim=1)
+    def _project(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Δ's low-rank input, B and C of both directions from one matrix product,
+        ``[b, L, inner] -> [b, L, 2, R + 2N]``, in sequence order (they are linear in each
+        token, so the backward direction reads the same rows from the far end)."""
+        return F.linear(x, weight.reshape(-1, self.inner)).unflatten(-1, (self.directions, -1))
 
-    def _project(self, xs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """Per-direction linear map ``[b, 2, inner, L] -> [b, 2, R + 2N, L]`` (low-rank Δ, B, C)."""
-        return torch.einsum("bkdl,kcd->bkcl", xs, weight)
-
-    def _scan(self, xs: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
-        """Both directions in one :func:`selective_scan` call, merged:
-        ``y = y_f + flip(y_b)``, ``[batch, L, inner]``."""
-        dt, B, C = projected.split([self.rank, self.state_size, self.state_size], dim=2)
-        dt = torch.einsum("bkrl,kdr->bkdl", dt, self.dt_proj)
-        # Directions folded into channels; B and C grouped, one group per direction.
-        y = selective_scan(xs.flatten(1, 2).contiguous(), dt.flatten(1, 2).contiguous(),
-                           -torch.exp(self.A_log), B.contiguous(), C.contiguous(), D=self.D,
-                           delta_bias=self.dt_bias.flatten(), delta_softplus=True,
-                           backend=self.scan_backend)
-        y = y.unflatten(1, (self.directions, self.inner))
-        return (y[:, 0] + y[:, 1].flip(-1)).transpose(1, 2)
+    def _scan(self, x: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
+        """``y = S6_f(x) + flip(S6_b(flip x))`` for ``x [batch, L, inner]``, ``[batch, L,
+        inner]``: the backward direction is a reversed scan of the same sequence
+        (``reverse=True``), whose outputs land on the positions they came from, so nothing is
+        flipped, stacked or copied into another layout."""
+        k, inner, rank, n = self.directions, self.inner, self.rank, self.state_size
+        A = -torch.exp(self.A_log).unflatten(0, (k, inner))
+        D = self.D.unflatten(0, (k, inner))
+        y = None
+        for direction in range(k):
+            dt, B, C = projected[..., direction, :].split([rank, n, n], dim=-1)
+            dt = F.linear(dt, self.dt_proj[direction])                    # [b, L, inner]
+            out = selective_scan(
+                x.transpose(1, 2), dt.transpose(1, 2), A[direction],
+                B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(),
+                D=D[direction], delta_bias=self.dt_bias[direction], delta_softplus=True,
+                reverse=direction == 1, backend=self.scan_backend).transpose(1, 2)
+            y = out if y is None else y + out
+        return y
 
     def _output(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         return self.out_proj(self.norm(y) * z)
@@ -361,8 +366,7 @@ class BidirectionalS6(_BidirectionalS6Core):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``[batch, tokens, width] -> [batch, tokens, width]``."""
         x, z = self._branches(tokens)
-        xs = self._directions(x)
-        return self._output(self._scan(xs, self._project(xs, self.x_proj)), z)
+        return self._output(self._scan(x, self._project(x, self.x_proj)), z)
 
 
 class CrossS6(_BidirectionalS6Core):
@@ -429,14 +433,17 @@ class CrossS6(_BidirectionalS6Core):
             raise ValueError(f"context must be [batch={tokens.shape[0]}, tokens, "
                              f"width={tokens.shape[2]}], got {list(context.shape)}")
         x, z = self._branches(tokens)
-        xs = self._directions(x)
         context_x = F.silu(F.linear(context, self.in_proj.weight[: self.inner]))
-        shift = self._project(self._directions(context_x), self.context_proj)
-        length = xs.shape[-1]
-        if shift.shape[-1] != length:
-            # Interpolation commutes with the reversal (aligned end points), so the backward
-            # direction's context stays aligned with the reversed queries.
-            shift = F.interpolate(shift.flatten(1, 2), size=length, mode="linear",
-                                  align_corners=True).unflatten(1, (self.directions, -1))
-        projected = self._project(xs, self.x_proj) + self.ratio * shift
-        return self._output(self._scan(xs, projected), z)
+        shift = self._project(context_x, self.context_proj)              # [b, L', 2, R + 2N]
+        length = x.shape[1]
+        if shift.shape[1] != length:
+            # Each direction resampled in its own scan order (the backward one on the
+            # reversed context, then put back in sequence order): aligned end points, and a
+            # single query meets the first context token of its direction.
+            rows = shift.transpose(1, 3)                                  # [b, R + 2N, 2, L']
+            shift = torch.stack([
+                F.interpolate(rows[:, :, 0], size=length, mode="linear", align_corners=True),
+                F.interpolate(rows[:, :, 1].flip(-1), size=length, mode="linear",
+                              align_corners=True).flip(-1)], dim=2).transpose(1, 3)
+        projected = self._project(x, self.x_proj) + self.ratio * shift
+        return self._output(self._scan(x, projected), z)

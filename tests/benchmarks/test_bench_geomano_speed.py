@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from benchmarks.common import REPO
+from benchmarks.common import BASELINE_PACKAGE, REPO
 
 
 def _has_git_history() -> bool:
@@ -35,7 +35,7 @@ def test_geomano_speed_benchmark_runs_against_a_baseline(tmp_path):
     assert max(case["difference_from_baseline"].values()) < 1e-5
     # The baseline is its own package (extracted from git), not this checkout renamed.
     names = [name for name in sys.modules
-             if name.startswith(bench_geomano_speed.BASELINE_PACKAGE) and "." not in name]
+             if name.startswith(BASELINE_PACKAGE) and "." not in name]
     assert names
     assert all(not sys.modules[name].__file__.startswith(str(REPO)) for name in names)
     assert bench_geomano_speed.rows(result)  # a row for the results table

@@ -3,8 +3,19 @@ an end-to-end run at tiny sizes."""
 
 import json
 import math
+import subprocess
+import sys
 
+import pytest
 import torch
+
+from benchmarks.common import REPO
+
+
+def _has_git_history() -> bool:
+    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "HEAD"],
+                          capture_output=True)
+    return done.returncode == 0
 
 
 def test_fft_and_scan_flops_are_counted_by_the_stated_formulas():
@@ -78,3 +89,35 @@ def test_models_benchmark_runs(tmp_path):
     for line in bench_models.rows({**written, "models": [
             {**m, "batches": {"4": m["batches"]["2"]}} for m in written["models"]]}):
         assert line.count("|") == 6
+
+
+@pytest.mark.skipif(not _has_git_history(), reason="needs the git repository for --baseline")
+def test_models_benchmark_times_a_baseline_revision_side_by_side(tmp_path, monkeypatch):
+    from benchmarks import bench_models
+
+    # The FNO alone: the baseline's numba kernels (GeoMaNO's scan) would compile cold in the
+    # extracted package, a minute on two cores.
+    monkeypatch.setattr(bench_models, "QUICK", {("fno", "burgers"): bench_models.QUICK[
+        ("fno", "burgers")]})
+    search_path = list(sys.path)
+    result = bench_models.main(["--quick", "--no-compile", "--baseline", "HEAD", "--clock",
+                                "cpu", "--out", str(tmp_path / "models.json")])
+    assert sys.path == search_path
+    assert result["baseline"] == "HEAD" and result["clock"] == "cpu"
+    for entry in result["models"]:
+        for row in entry["batches"].values():
+            old = row["baseline"]
+            assert set(old["seconds"]) == set(old["speedup"]) == {"forward", "forward_backward"}
+            assert all(v > 0 for v in old["seconds"].values())
+            for kind, seconds in old["seconds"].items():
+                assert math.isclose(old["ratio_to_bound"][kind],
+                                    seconds / row["bound_seconds"][kind])
+            # the same weights and input: the committed package agrees with this checkout
+            assert old["rel_l2_vs_current"] < 1e-5
+            # the baseline's calls are kept apart from this checkout's
+            assert not any(k.startswith("baseline") for k in row["seconds"])
+    table = bench_models.readme_table(result, batch=2)
+    assert table.splitlines()[0].endswith("fwd+bwd / bound at HEAD |")
+    lines = bench_models.rows({**result, "models": [
+        {**m, "batches": {"4": m["batches"]["2"]}} for m in result["models"]]})
+    assert lines and all("at HEAD" in line and line.count("|") == 6 for line in lines)

@@ -535,3 +535,37 @@ def test_unknown_backend():
     u = random_input(83, 1, 2, 6)
     with pytest.raises(ValueError, match="'fft' or 'reference'"):
         s4d(u, log_dt, damping, frequency, C, backend="cuda")
+
+
+def _kernel_every_lag(log_dt, damping, frequency, C, length):
+    """The kernel with ``e^{ΔA l}`` evaluated at every lag (no factorisation): the direct
+    form of the module docstring, in torch so that autograd gives its gradients."""
+    dt = torch.exp(log_dt).unsqueeze(-1)
+    dtA = dt * torch.complex(-torch.nn.functional.softplus(damping), frequency)
+    weights = torch.view_as_complex(C.contiguous()) * (dt * zoh_input_factor(dtA))
+    powers = torch.exp(dtA.unsqueeze(-1) * torch.arange(length, dtype=log_dt.dtype))
+    return 2 * torch.einsum("shn,hnl->shl", weights, powers).real
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), channels=st.integers(1, 3), modes=st.integers(1, 5),
+       length=st.integers(1, 300), kernels=st.sampled_from([1, 2]),
+       dt_max=st.sampled_from([1e-1, 1.0]))
+def test_kernel_by_factored_powers_equals_every_lag_values_and_grads(seed, channels, modes,
+                                                                      length, kernels, dt_max):
+    # s4d_kernel forms e^{ΔA l} as e^{ΔA·mT} e^{ΔA·r} (T = ⌈√L⌉); lengths that are squares,
+    # one past a square and primes all crop the M·T lags differently.
+    params = make_params(seed, channels=channels, modes=modes, kernels=kernels, dt_max=dt_max)
+    leaves = [params[k].detach().clone().requires_grad_()
+              for k in ("log_dt", "damping", "frequency", "C")]
+    cotangent = torch.randn(kernels, channels, length, dtype=f64,
+                            generator=torch.Generator().manual_seed(seed))
+    results = []
+    for fn in (s4d_kernel, _kernel_every_lag):
+        kernel = fn(*leaves, length)
+        results.append((kernel.detach(), torch.autograd.grad((kernel * cotangent).sum(), leaves)))
+    (got, got_grads), (want, want_grads) = results
+    assert got.shape == (kernels, channels, length)
+    assert_close_scaled(got, want, 1e-12)
+    for name, g, w in zip(("log_dt", "damping", "frequency", "C"), got_grads, want_grads):
+        assert_close_scaled(g, w, 1e-10, f"gradient of {name}")

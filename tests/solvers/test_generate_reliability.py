@@ -140,17 +140,17 @@ HUGE = """
         "navier-stokes", num_samples=1, out=tmp / "ns.nc", progress=False,
         simulation_resolution=65536, resolution=32768))
     results["resolution_files"] = sorted(p.name for p in tmp.iterdir() if p.name != "warm")
-    # With a file, 10**9 tiny samples fit the limit: the run starts at once, and a failure
-    # in its third batch comes back at once (two parts saved) ...
+    # With a file, 10**9 tiny samples fit the memory limit (and, told so, the disk): the run
+    # starts at once, and a failure in its third batch comes back at once (two parts saved)
     seen = []
     results["to_file"] = measure(lambda: generate(
         failing(3, seen), num_samples=10 ** 9, batch_size=4, out=tmp / "big.nc",
-        progress=False))
+        progress=False, max_disk="100T"))
     results["parts"] = sorted(p.name for p in (tmp / ".big.nc.parts").iterdir())
     # ... and the rerun finds its way from the two parts to the next batch as fast.
     results["resumed"] = measure(lambda: generate(
         failing(1, seen), num_samples=10 ** 9, batch_size=4, out=tmp / "big.nc",
-        progress=False))
+        progress=False, max_disk="100T"))
     results["batches"] = seen
     print(json.dumps(results))
 """

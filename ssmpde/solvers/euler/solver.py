@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from ...core import unknown_name
-from ...data import TIME, X, Y, time_coordinate
+from ...data import TIME, X, Y, grid_coordinates, time_coordinate
 from ..base import (
     Checks,
     TimeDependentSolver,
@@ -194,6 +194,9 @@ class Euler2D(TimeDependentSolver):
                    "tracer": ("passive tracer (mass fraction)", "1")}
     spatial_ndim = 2
     downsampling = "pool"
+    #: Finite volumes: every stored value is the average over its cell.
+    field_cell_methods = "y: x: mean"
+    vectors = {"velocity": {"x": "velocity_x", "y": "velocity_y"}}
     parameter_names = ("potential",)
     title = "2D compressible Euler equations (MUSCL-Hancock, HLLC)"
     references = ("Toro, Riemann Solvers and Numerical Methods for Fluid Dynamics, 3rd ed. "
@@ -221,6 +224,11 @@ class Euler2D(TimeDependentSolver):
                 boundary="periodic", final_time=0.1, record_interval=0.05)
 
     # -- configuration-dependent declarations ------------------------------------------------
+    @property
+    def boundary_conditions(self) -> str:
+        """The config's ``boundary``, on all four sides."""
+        return self.config.boundary
+
     @property
     def checks(self) -> Checks:
         """Checks of a proposed frame that fit compressible flow, chosen from the config.
@@ -354,8 +362,11 @@ class Euler2D(TimeDependentSolver):
     def extra_variables(self) -> dict[str, VariableSpec]:
         if not self.config.gravity:
             return {}
+        # φ is sampled at the simulation's cell centres; stored frames average s x s of them.
+        pooled = self.config.simulation_resolution != self.config.resolution
         return {"potential": VariableSpec((Y, X), "gravitational potential", "1",
-                                          role="forcing")}
+                                          role="forcing",
+                                          cell_methods="y: x: mean" if pooled else "y: x: point")}
 
     def extra_outputs(self, inputs: Mapping[str, np.ndarray],
                       times: np.ndarray) -> dict[str, np.ndarray]:
@@ -365,13 +376,8 @@ class Euler2D(TimeDependentSolver):
         return {"potential": self._restrict(phi[:, None], self.grid)[:, 0]}
 
     def coordinates(self) -> dict[str, xr.DataArray]:
-        coords = {}
-        n = self.config.resolution
-        for dim in (Y, X):
-            coords[dim] = xr.DataArray(
-                self.centres(n), dims=(dim,), name=dim,
-                attrs={"units": "1", "long_name": f"{dim} of the cell centres",
-                       "axis": dim.upper()})
+        coords = grid_coordinates(self.config.resolution, ndim=2, placement="cell_centres",
+                                  origin=self.origin, bounds=True)
         coords[TIME] = time_coordinate(np.arange(self.num_records + 1) * self.dt)
         return coords
 

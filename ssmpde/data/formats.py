@@ -1,0 +1,106 @@
+"""Foreign dataset formats: the registry that lets every command read them and `convert` write them.
+
+Our own formats are netCDF4 and zarr (:mod:`ssmpde.data.files`). Other tools keep PDE data in
+their own layouts; each such format is one module under ``ssmpde/data/`` named in
+:data:`_MODULES`, exposing at module level
+
+``NAME`` : str
+    The name users type (``ssmpde convert SOURCE TARGET --to NAME``), e.g. ``"pdebench"``.
+``DESCRIPTION`` : str
+    One line for help texts and error messages.
+``sniff(path: pathlib.Path) -> bool``
+    Whether ``path`` (a file or a directory) is in this format. Cheap (metadata only), and
+    never true for our own netCDF files and zarr stores (those carry the global attribute
+    ``ssmpde_equation``).
+``open(path: pathlib.Path, chunks) -> xarray.Dataset``
+    The file as an ssmpde-schema dataset, lazily: variables stay backed by the file (``chunks``
+    as in :func:`xarray.open_dataset`: None for lazily indexed arrays, ``{}`` for dask).
+``export(ds: xarray.Dataset, path: pathlib.Path) -> list[str]``
+    Write ``ds`` in this format at ``path`` (a file or a directory, which does not exist yet:
+    the caller writes through :func:`ssmpde.data.atomic_path`) and return human-readable notes
+    of what the format could not carry (variable roles, attributes, ...). A PDE the format
+    cannot hold raises :class:`ValueError` naming the reason.
+
+and optionally
+
+``is_export(path: pathlib.Path) -> bool``
+    Whether ``path`` (sniffed as this format) was written by ssmpde's ``export``, so that
+    ``overwrite`` may replace it (the output policy, :func:`ssmpde.data.check_output`, never
+    replaces a directory ssmpde did not write). Without it, no directory in this format is
+    ever replaced.
+``conventional_name(ds: xarray.Dataset) -> str | None``
+    The file name the format's own tools expect for ``ds`` (PDEBench's loaders find files by
+    name); :func:`ssmpde.data.convert` notes it when the target is named otherwise.
+
+:func:`known_formats` lists them, :func:`format_named` looks one up by name and :func:`sniff`
+finds the one a path is in.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+import types
+
+__all__ = ["HDF5_SUFFIXES", "OWN_FORMATS", "format_named", "is_export", "known_formats", "sniff"]
+
+#: The modules of the foreign formats, in the order their sniffers are tried.
+_MODULES: tuple[str, ...] = ("pdebench", "the_well")
+#: Our own formats, by the names ``convert(..., to=...)`` accepts.
+OWN_FORMATS = ("netcdf", "zarr")
+#: Suffixes of HDF5 files that are not netCDF by name: the foreign sniffers get the first look.
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+_REQUIRED = ("NAME", "DESCRIPTION", "sniff", "open", "export")
+
+
+def known_formats() -> dict[str, types.ModuleType]:
+    """The foreign formats by name, in registry order (sniffing order).
+
+    Returns
+    -------
+    dict of str to module
+        Each module exposes ``NAME``, ``DESCRIPTION``, ``sniff``, ``open`` and ``export``.
+
+    Raises
+    ------
+    TypeError
+        If a registered module lacks one of them (a programming error, caught by the tests).
+    """
+    formats = {}
+    for module_name in _MODULES:
+        module = importlib.import_module(f"{__package__}.{module_name}")
+        missing = [attr for attr in _REQUIRED if not hasattr(module, attr)]
+        if missing:
+            raise TypeError(f"format module {module.__name__} lacks {missing}: every module in "
+                            f"ssmpde.data.formats._MODULES must define {', '.join(_REQUIRED)}")
+        formats[module.NAME] = module
+    return formats
+
+
+def format_named(name: str) -> types.ModuleType:
+    """The foreign format called ``name``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name; the message lists every format ``convert`` knows.
+    """
+    formats = known_formats()
+    if name not in formats:
+        known = ", ".join((*OWN_FORMATS, *formats))
+        raise ValueError(f"unknown format {name!r}: choose one of {known}")
+    return formats[name]
+
+
+def sniff(path: pathlib.Path) -> types.ModuleType | None:
+    """The foreign format ``path`` is in, or None if no registered format claims it."""
+    for module in known_formats().values():
+        if module.sniff(path):
+            return module
+    return None
+
+
+def is_export(module: types.ModuleType, path: pathlib.Path) -> bool:
+    """Whether ``path``, in ``module``'s format, was exported by ssmpde (may be overwritten)."""
+    check = getattr(module, "is_export", None)
+    return bool(check(path)) if check is not None else False
