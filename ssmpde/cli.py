@@ -111,9 +111,9 @@ def _add_solver_parser(subparsers, name: str) -> None:
     run.add_argument("--preset", choices=sorted(cls.PRESETS) or None,
                      help="a benchmark configuration; other flags override it")
     run.add_argument("--overwrite", action="store_true",
-                     help="replace an existing --out written by ssmpde (never a directory it "
-                          "did not write), and discard an unfinished run for --out stored "
-                          "with other settings")
+                     help="replace an existing --out that is a dataset ssmpde wrote (never "
+                          "a file or directory it did not write, nor an input), and discard "
+                          "an unfinished run for --out stored with other settings")
     run.add_argument("--max-memory", metavar="SIZE",
                      help="most memory the run may plan to use at once: bytes or a size such "
                           "as 8G, 512M (default: SSMPDE_MAX_MEMORY, else 80%% of the "
@@ -189,7 +189,8 @@ def _build_parser() -> argparse.ArgumentParser:
                               + ", ".join(_foreign_format_help())
                               + " (default: from the target's suffix)")
     convert.add_argument("--overwrite", action="store_true",
-                         help="replace an existing target written by ssmpde")
+                         help="replace an existing target that is a dataset ssmpde wrote "
+                              "(never a file or directory it did not write)")
     models = commands.add_parser("models", help="list the surrogate models and their presets",
                                  description="List the registered surrogate models with their "
                                              "presets and parameter counts.")
@@ -205,7 +206,8 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", help="write the predictions here (.nc or .zarr)")
     evaluate.add_argument("--batch-size", type=int, default=8)
     evaluate.add_argument("--overwrite", action="store_true",
-                          help="replace an existing --out written by ssmpde")
+                          help="replace an existing --out that is a dataset ssmpde wrote "
+                               "(never a file it did not write, nor the run's training data)")
     _add_threads(evaluate, "as torch starts: every core or OMP_NUM_THREADS")
     _add_compile(evaluate)
     rollout = commands.add_parser(
@@ -227,7 +229,8 @@ def _build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--corrector", action="append", default=[], metavar="RUN",
                          help="also roll out this corrector of a coarse solver (a run trained "
                               "with --target correction) beside the others; repeatable")
-    rollout.add_argument("--pareto", help="write the error-against-wall-time figure here")
+    rollout.add_argument("--pareto", help="write the error-against-wall-time figure here "
+                                          "(.png, .pdf, .svg)")
     rollout.add_argument("--workers", type=int, default=None,
                          help="parareal: run the fine slices on a local dask cluster of N "
                               "processes")
@@ -237,7 +240,9 @@ def _build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--out", help="write the first schedule's rollout (.nc or .zarr)")
     rollout.add_argument("--plot", help="write a figure (.png, .pdf, .svg)")
     rollout.add_argument("--overwrite", action="store_true",
-                         help="replace an existing --out or --plot")
+                         help="replace an existing --out, --plot or --pareto that ssmpde "
+                              "wrote (a dataset, a figure); never a file it did not write, "
+                              "nor an input or the run's training data")
     _add_threads(rollout, "one torch thread, every core for the solver")
     _add_compile(rollout)
     rollout.add_argument("--precision", choices=("float32", "bfloat16", "float16"),
@@ -272,7 +277,8 @@ def _add_train_parser(commands) -> None:
     train.add_argument("--resume", action="store_true", help="continue the run in --out")
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--time-limit", type=float, metavar="SECONDS",
-                       help="stop after the epoch during which this many seconds passed")
+                       help="stop after the epoch during which this many seconds passed "
+                            "(a number >= 0; 0: after one epoch)")
     _add_threads(train, "as torch starts: every core or OMP_NUM_THREADS")
     _add_compile(train, dest="train__compile")
     for name, kind, text in (
@@ -552,8 +558,23 @@ def _run(args: argparse.Namespace) -> int:
                 "evaluate": _evaluate, "rollout": _rollout, "warm-start": _warm_start}
     try:
         return handlers[args.command](args)
+    except MemoryError as error:
+        if args.debug:
+            raise
+        # numpy's text names array shapes and dtypes; say what it means and what to change.
+        # (ssmpde's own MemoryErrors, e.g. a dask worker restarted for memory, already do.)
+        size = re.search(r"allocate ([\d.]+ \w+)", str(error))
+        if size or not str(error) or "Unable to allocate" in str(error):
+            print(f"ssmpde: error: out of memory"
+                  f"{f' (it asked for {size[1]} at once)' if size else ''}"
+                  ": the run needs more memory than this machine has; lower the sizes "
+                  "(samples, resolution, --batch-size, steps) and keep --max-memory / "
+                  "SSMPDE_MAX_MEMORY within the machine's memory", file=sys.stderr)
+        else:
+            print(f"ssmpde: error: {_one_line(error)}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, OSError, ImportError, SchemaError, DatasetFileError,
-            SolverDivergedError, TrainingDivergedError, MemoryError) as error:
+            SolverDivergedError, TrainingDivergedError) as error:
         if args.debug:
             raise
         print(f"ssmpde: error: {_one_line(error)}", file=sys.stderr)

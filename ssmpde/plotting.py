@@ -21,7 +21,8 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from .data import ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y, SchemaError, atomic_path, config_of
+from .data import (ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y, SchemaError, atomic_path, config_of,
+                   figure_metadata)
 
 __all__ = ["plot_hybrid", "plot_pareto", "plot_snapshots", "schlieren"]
 
@@ -141,12 +142,15 @@ def _new_figure(**kwargs):
 
 def _save(fig, path: str | os.PathLike, dpi: int) -> pathlib.Path:
     """Write ``fig`` through a hidden temporary beside ``path``, renamed into place once
-    complete; on any error (unknown format, interrupt, ...) the temporary is removed and an
-    existing ``path`` is left as it was.  The format follows the suffix (PNG without one)."""
+    complete; on any error (interrupt, ...) the temporary is removed and an existing ``path``
+    is left as it was.  The format follows the suffix (PNG without one): one of
+    :data:`~ssmpde.data.FIGURE_FORMATS`, whose files carry ssmpde's mark
+    (:func:`~ssmpde.data.figure_metadata`) so that ``--overwrite`` may replace them later."""
     target = pathlib.Path(os.fspath(path)).expanduser()
     fmt = target.suffix[1:].lower() or "png"
+    metadata = figure_metadata(fmt)  # an unknown format fails before anything is written
     with atomic_path(target) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=fmt)
+        fig.savefig(tmp, dpi=dpi, format=fmt, metadata=metadata)
     return target
 
 

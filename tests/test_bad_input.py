@@ -348,6 +348,106 @@ def test_disk_cases_of_the_bad_input_table(files, capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------
+# Escapes (round two): outputs that are not ssmpde's, runs that fail late on their own input,
+# rollout outputs checked up front, invalid values, sizes past the estimate
+# ------------------------------------------------------------------------------------------
+
+def escape_cases(f):
+    """(id, argv, expected words). The user's files are made in ``f["root"]`` itself: a
+    command's lock comes and goes beside its output, which a subdirectory's time stamp
+    would show."""
+    d, ns, root = f["darcy"], f["ns"], f["root"]
+    mine = {name: root / f"escape-{name}" for name in ("user.nc", "plain.zarr", "user.png",
+                                                        "darcy-copy.nc", "ns-copy.nc")}
+    if not mine["user.nc"].exists():
+        mine["user.nc"].write_text("my notes")
+        mine["plain.zarr"].write_text("not a store")
+        mine["user.png"].write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+        shutil.copy(d, mine["darcy-copy.nc"])
+        shutil.copy(ns, mine["ns-copy.nc"])
+        (root / ".escape-locked.nc.lock").mkdir()
+    new = root / "escape-new"
+    small = ["--resolution", "9", "--simulation-resolution", "17", "--no-progress"]
+    ns_flags = ["--resolution", "16", "--simulation-resolution", "16", "--time", "0.4",
+                "--record-interval", "0.1", "--time-step", "0.01", "--viscosity", "1e-3",
+                "--no-progress"]
+    rollout = ["rollout", "--checkpoint", f["ns-run"], "--steps", "2", "--schedule", "solver",
+               "--coarse", "none"]
+    train_base = ["train", "geomano", "--data", d, "--out", new, "--no-progress",
+                  "--model-option", "width=8", "--model-option", "depth=1"]
+    table = [
+        ("overwrite-generate-user-nc", ["generate", "darcy", "--samples", "2", "--out",
+                                        mine["user.nc"], "--overwrite", *small],
+         "ssmpde did not write"),
+        ("overwrite-generate-plain-zarr", ["generate", "darcy", "--samples", "2", "--out",
+                                           mine["plain.zarr"], "--overwrite", *small],
+         "ssmpde did not write"),
+        ("overwrite-convert-user-nc", ["convert", d, mine["user.nc"], "--overwrite"],
+         "ssmpde did not write"),
+        ("overwrite-convert-plain-zarr", ["convert", d, mine["plain.zarr"], "--overwrite"],
+         "ssmpde did not write"),
+        ("overwrite-evaluate-training-data", ["evaluate", f["darcy-run"], "--data",
+                                              mine["darcy-copy.nc"], "--out", d,
+                                              "--overwrite"], "trained on"),
+        ("overwrite-rollout-training-data", [*rollout, "--data", mine["ns-copy.nc"], "--out",
+                                             ns, "--overwrite"], "trained on"),
+        ("overwrite-rollout-user-png", [*rollout, "--plot", mine["user.png"], "--overwrite"],
+         "ssmpde did not write"),
+        ("rollout-plot-is-pareto", [*rollout, "--plot", f"{new}.png", "--pareto",
+                                    f"{new}.png"], "--plot and --pareto both name"),
+        ("rollout-out-is-plot", [*rollout, "--out", f"{new}.nc", "--plot", f"{new}.nc"],
+         "figure"),
+        ("rollout-pareto-format", [*rollout, "--pareto", f"{new}.nc"],
+         "cannot write a figure as '.nc'"),
+        ("rollout-plot-format", [*rollout, "--plot", f"{new}.txt"], "cannot write a figure"),
+        ("rollout-out-format", [*rollout, "--out", f"{new}.png"], "cannot tell the format"),
+        ("evaluate-out-format", ["evaluate", f["darcy-run"], "--data", d, "--out",
+                                 f"{new}.txt"], "cannot tell the format"),
+        ("generate-darcy-alpha-huge", ["generate", "darcy", "--samples", "2", "--out",
+                                       f"{new}.nc", "--alpha", "1e30", *small], "alpha"),
+        ("generate-ns-sigma-huge", ["generate", "navier-stokes", "--samples", "1", "--out",
+                                    f"{new}.nc", "--sigma", "1e30", *ns_flags], "non-finite"),
+        ("generate-ks-lmax-huge", ["generate", "kuramoto-sivashinsky", "--samples", "1",
+                                   "--resolution", "32", "--simulation-resolution", "32",
+                                   "--lmax", "1000000000", "--out", f"{new}.nc"],
+         "choose lmax <= 16"),
+        ("generate-lock-is-a-directory", ["generate", "darcy", "--samples", "2", "--out",
+                                          root / "escape-locked.nc", *small], "cannot lock"),
+        ("train-modes-huge", ["train", "fno", "--data", d, "--out", new / "deep" / "run",
+                              "--no-progress", "--model-option", "modes=[1000,1000]"],
+         "at most [9, 9]"),
+        ("train-latent-grid-huge", [*train_base, "--model-option", "latent_grid=[100,100]"],
+         "at most [9, 9]"),
+        ("train-modes-bool", ["train", "fno", "--data", d, "--out", new, "--no-progress",
+                              "--model-option", "modes=true"], "whole number"),
+        ("train-width-overflow", [*train_base, "--model-option", "width=10000000000"],
+         "parameters"),
+        ("train-width-2**62", [*train_base, "--model-option", "width=4611686018427387904"],
+         "parameters"),
+        ("train-depth-absurd", [*train_base, "--model-option", "depth=100000000000"],
+         "parameters"),
+    ]
+    for value in ("nan", "-1", "inf"):
+        table.append((f"train-time-limit-{value}", [*train_base, f"--time-limit={value}"],
+                      "time_limit"))
+    return table
+
+
+def test_escapes_table(files, capsys):
+    failures = []
+    for name, argv, words in escape_cases(files):
+        try:
+            line = run_bad(argv, capsys, files["root"])
+            assert words in line, (name, line)
+        except AssertionError as error:
+            failures.append(f"{name}: {error}")
+    assert not failures, "\n".join(failures)
+    assert (files["root"] / "escape-user.nc").read_text() == "my notes"
+    assert (files["root"] / "escape-plain.zarr").read_text() == "not a store"
+
+
+
+# ------------------------------------------------------------------------------------------
 # Clusters: --scheduler addresses are checked before dask sees them (a client built half-way
 # from a bad one blocked the exit for minutes; tests/test_hangs.py runs them as processes),
 # --workers must fit the machine

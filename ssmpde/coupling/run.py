@@ -102,11 +102,8 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                              "was not trained with --target correction)")
         extra.append(corrector)
     data = Path(data or surrogate.record["dataset"]["path"])
-    for path, flag in ((out, "--out"), (plot, "--plot"), (pareto, "--pareto")):
-        if path is not None:
-            check_output(path, inputs=(data, checkpoint), overwrite=overwrite, flag=flag)
-    if out is not None and plot is not None and Path(out).resolve() == Path(plot).resolve():
-        raise ValueError("--out and --plot name the same file: choose two paths")
+    _check_outputs({"--out": out, "--plot": plot, "--pareto": pareto},
+                   inputs=(data, checkpoint, *correctors), overwrite=overwrite)
     # The data file is opened and validated once; everything read from it comes from here.
     with open_dataset(data) as ds:
         solver = _solver_for(surrogate.record, ds)
@@ -193,6 +190,23 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         plot_pareto(pareto, rows, title=f"{solver.name}: error after {steps} steps against "
                     f"wall time ({len(indices)} samples)")
     return rows
+
+
+def _check_outputs(outputs: dict[str, object], *, inputs, overwrite: bool) -> None:
+    """Every output of a rollout, before any work: distinct paths, each with a format it can
+    be written in (a dataset for ``--out``, a figure for the others), none replacing an input
+    (:func:`~ssmpde.data.check_output`)."""
+    given = {flag: Path(path).expanduser() for flag, path in outputs.items()
+             if path is not None}
+    for flag, path in given.items():
+        check_output(path, inputs=inputs, overwrite=overwrite, flag=flag,
+                     kind="dataset" if flag == "--out" else "figure")
+    seen: dict[Path, str] = {}
+    for flag, path in given.items():
+        first = seen.setdefault(path.resolve(), flag)
+        if first != flag:
+            raise ValueError(f"{first} and {flag} both name '{path}': one would overwrite the "
+                             "other; choose a path for each")
 
 
 def _kind(plan: Plan) -> str:

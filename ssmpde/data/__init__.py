@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from .accessor import SsmpdeAccessor
 from .files import (
+    FIGURE_FORMATS,
     NETCDF_COMPRESSION,
     NETCDF_SUFFIXES,
     ZARR_FORMAT,
@@ -56,6 +57,7 @@ from .files import (
     Conversion,
     check_output,
     convert,
+    figure_metadata,
     is_ssmpde_output,
     load_dataset,
     open_dataset,
@@ -117,6 +119,7 @@ __all__ = [
     "BOUNDS_DIM",
     "CONVENTIONS",
     "ENCODED_BY",
+    "FIGURE_FORMATS",
     "GRID_PLACEMENT",
     "GRID_PLACEMENTS",
     "NETCDF_COMPRESSION",
@@ -153,6 +156,7 @@ __all__ = [
     "describe",
     "disk_space",
     "disk_usage",
+    "figure_metadata",
     "finish_store",
     "format_boundary_conditions",
     "free_space",

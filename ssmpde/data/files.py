@@ -21,6 +21,7 @@ import math
 import numbers
 import os
 import pathlib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ from .progress import PROGRESS_ATTR, _root_attributes, store_progress
 from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
 
 __all__ = [
+    "FIGURE_FORMATS",
     "NETCDF_COMPRESSION",
     "Conversion",
     "NETCDF_SUFFIXES",
@@ -40,6 +42,7 @@ __all__ = [
     "ZARR_SUFFIXES",
     "check_output",
     "convert",
+    "figure_metadata",
     "is_ssmpde_output",
     "load_dataset",
     "open_dataset",
@@ -218,54 +221,206 @@ def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
                encoding=_zarr_encoding(ds))
 
 
-def is_ssmpde_output(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is something ssmpde writes: a dataset file or store with the ssmpde
-    attributes (a foreign format's export of one included), or a run directory
-    (``config.json`` naming a model)."""
-    path = pathlib.Path(os.fspath(path))
+#: Formats of the figures ssmpde draws: those whose files carry :func:`figure_metadata`.
+FIGURE_FORMATS = ("png", "pdf", "svg")
+_FIGURE_CREATOR = "ssmpde"
+# Where each format keeps the creator: a PNG tEXt chunk before the image data, the PDF
+# document information dictionary near the end of the file, the SVG Dublin Core metadata
+# at the start. Figures are recognised by their first and last _FIGURE_WINDOW bytes.
+_FIGURE_MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
+_FIGURE_MARK = {
+    "png": re.compile(rb"tEXtSoftware\x00" + _FIGURE_CREATOR.encode() + rb" "),
+    "pdf": re.compile(rb"/Creator \(" + _FIGURE_CREATOR.encode() + rb" "),
+    "svg": re.compile(rb"<dc:creator>\s*<cc:Agent>\s*<dc:title>" + _FIGURE_CREATOR.encode()
+                      + rb" "),
+}
+_FIGURE_WINDOW = 1 << 20
+
+
+def figure_metadata(fmt: str) -> dict[str, str]:
+    """The metadata every figure ssmpde writes carries (``savefig(..., metadata=...)``):
+    ``ssmpde <version>`` as the PNG ``Software``, the PDF or SVG ``Creator``. It is how
+    ``--overwrite`` tells a figure ssmpde drew from any other file (:func:`is_ssmpde_output`).
+    """
+    from ssmpde import __version__
+
+    if fmt not in FIGURE_FORMATS:
+        raise ValueError(_figure_format_message(fmt))
+    key = "Software" if fmt == "png" else "Creator"
+    return {key: f"{_FIGURE_CREATOR} {__version__}"}
+
+
+def _figure_format_message(fmt: str, path: Any = None, flag: str = "") -> str:
+    where = f"{flag} '{path}': " if path is not None else ""
+    shown = f"'.{fmt}'" if fmt else "a file without a suffix"
+    return (f"{where}cannot write a figure as {shown}: use one of "
+            f"{', '.join('.' + f for f in FIGURE_FORMATS)}")
+
+
+def _is_ssmpde_figure(path: pathlib.Path) -> bool:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            head = handle.read(_FIGURE_WINDOW)
+            handle.seek(max(0, size - _FIGURE_WINDOW))
+            tail = handle.read(_FIGURE_WINDOW)
+    except OSError:
+        return False
+    if head.startswith(_FIGURE_MAGIC["png"]):
+        return bool(_FIGURE_MARK["png"].search(head))
+    if head.startswith(_FIGURE_MAGIC["pdf"]):
+        return bool(_FIGURE_MARK["pdf"].search(tail))
+    return b"<svg" in head and bool(_FIGURE_MARK["svg"].search(head))
+
+
+def _output_kind(path: pathlib.Path) -> str | None:
+    """What ssmpde output ``path`` is: ``"run"``, ``"dataset"``, ``"figure"``, or None for
+    anything ssmpde did not write (a symbolic link is judged by what it points to)."""
     if path.is_dir():
         config = path / "config.json"
         if config.is_file():
             try:
-                return "model" in json.loads(config.read_text())
+                record = json.loads(config.read_text())
             except (OSError, ValueError):
-                return False
+                return None
+            return "run" if isinstance(record, dict) and "model" in record else None
         if not _is_zarr_store(path):
             # Another tool's directory (The Well, ...) is ours only if we exported it.
             foreign = formats.sniff(path)
-            return foreign is not None and formats.is_export(foreign, path)
+            return "dataset" if foreign is not None and formats.is_export(foreign, path) \
+                else None
         if PROGRESS_ATTR in (_root_attributes(path) or {}):
-            return True  # a store that `generate` is still writing
+            return "dataset"  # a store that `generate` is still writing
+    elif not path.is_file():
+        return None
+    elif _is_ssmpde_figure(path):
+        return "figure"
+    else:
+        # A foreign format's file (a PDEBench download) is ours only if we exported it.
+        foreign = formats.sniff(path)
+        if foreign is not None:
+            return "dataset" if formats.is_export(foreign, path) else None
     try:
         with _open(path, None) as ds:
-            return "ssmpde_equation" in ds.attrs
+            return "dataset" if "ssmpde_equation" in ds.attrs else None
     except (OSError, DatasetFileError, ValueError):
+        return None
+
+
+def is_ssmpde_output(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is something ssmpde writes, which ``--overwrite`` may replace.
+
+    Recognised by a marker each kind of output carries: a dataset (netCDF file or zarr store)
+    by its global attribute ``ssmpde_equation`` (a zarr store still being written by its
+    progress record), a run directory by its ``config.json`` naming a ``model``, a figure
+    (PNG, PDF or SVG) by the creator in its metadata (:func:`figure_metadata`). Anything else,
+    a user's text file or a file ssmpde cannot read, is not.
+    """
+    return _output_kind(pathlib.Path(os.fspath(path)).expanduser()) is not None
+
+
+def _inputs_with_recorded_data(inputs: Iterable[str | os.PathLike]
+                               ) -> list[tuple[pathlib.Path, str]]:
+    """``inputs``, and for each run directory among them the dataset its checkpoint was
+    trained on (recorded in its ``config.json``): an output must not replace it either.
+    Each with the words a message names it by."""
+    found = []
+    for source in inputs:
+        source = pathlib.Path(os.fspath(source)).expanduser()
+        found.append((source, "one of the inputs"))
+        try:
+            recorded = json.loads((source / "config.json").read_text())["dataset"]["path"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if isinstance(recorded, str) and recorded:
+            found.append((pathlib.Path(recorded),
+                          f"the dataset the run '{source}' was trained on"))
+    return found
+
+
+def _same_or_inside(source: pathlib.Path, target: pathlib.Path) -> bool:
+    """Whether writing ``target`` would replace ``source`` (the same path, another name of
+    the same file, or a path inside a directory ``target`` would replace)."""
+    resolved = source.resolve()
+    if resolved == target.resolve() or resolved.is_relative_to(target.resolve()):
+        return True
+    try:
+        return target.exists() and source.exists() and os.path.samefile(target, source)
+    except OSError:
         return False
 
 
 def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (),
-                 overwrite: bool = False, flag: str = "--out") -> pathlib.Path:
+                 overwrite: bool = False, flag: str = "--out",
+                 kind: str | None = None) -> pathlib.Path:
     """The output policy of every command, checked before any work.
 
-    Refuses a target that is one of the ``inputs``; an existing target unless ``overwrite``;
-    and, even with ``overwrite``, an existing directory that ssmpde did not write (see
-    :func:`is_ssmpde_output`), so a mistyped path never deletes the user's files.
+    Parameters
+    ----------
+    target : str or os.PathLike
+        The output about to be written.
+    inputs : iterable of paths
+        What the command reads: datasets and run directories. A run directory's training
+        dataset (the path recorded in its ``config.json``) counts as an input too.
+    overwrite : bool
+        Whether an existing ``target`` may be replaced (``--overwrite``).
+    flag : str
+        The option that named ``target``, for messages.
+    kind : {None, "dataset", "figure"}
+        What will be written. A dataset needs a netCDF or zarr suffix, a figure one of
+        :data:`FIGURE_FORMATS`; both are checked here, before any work. An existing target
+        is then replaced only by an output of its own kind.
+
+    Returns
+    -------
+    pathlib.Path
+        ``target``, with ``~`` expanded.
+
+    Raises
+    ------
+    ValueError
+        For a target that would replace one of the ``inputs``; for a suffix that does not fit
+        ``kind``; and, even with ``overwrite``, for an existing target that is not an output
+        of ssmpde (:func:`is_ssmpde_output`) or is one of another kind (a run directory is
+        never replaced by a dataset, a dataset never by a figure). So ``--overwrite`` can
+        lose only what an earlier ssmpde command wrote.
+    FileExistsError
+        For an existing target without ``overwrite``.
     """
     target = pathlib.Path(os.fspath(target)).expanduser()
-    for source in inputs:
-        source = pathlib.Path(os.fspath(source)).expanduser()
-        if target.resolve() == source.resolve() or (
-                target.exists() and source.exists() and os.path.samefile(target, source)):
-            raise ValueError(f"{flag} '{target}' is one of the inputs: choose another path "
-                             "(outputs never replace their inputs)")
+    if kind == "dataset":
+        _format_of_suffix(target)
+    elif kind == "figure":
+        fmt = target.suffix[1:].lower()
+        if fmt not in FIGURE_FORMATS:
+            raise ValueError(_figure_format_message(fmt, target, flag))
+    elif kind is not None:
+        raise ValueError(f"kind must be None, 'dataset' or 'figure', got {kind!r}")
+    for source, role in _inputs_with_recorded_data(inputs):
+        if _same_or_inside(source, target):
+            inside = source.resolve() != target.resolve() and source.resolve().is_relative_to(
+                target.resolve())
+            what = f"holds '{source}', {role}" if inside else f"is {role}"
+            raise ValueError(f"{flag} '{target}' {what}: choose another path (outputs never "
+                             "replace their inputs)")
     if target.exists() or target.is_symlink():
         if not overwrite:
             raise FileExistsError(f"'{target}' already exists: pass --overwrite "
                                   "(overwrite=True) to replace it, or choose another path")
-        if target.is_dir() and not target.is_symlink() and not is_ssmpde_output(target):
-            raise ValueError(f"'{target}' is a directory that ssmpde did not write: refusing "
-                             "to replace it; remove it yourself or choose another path")
+        found = _output_kind(target)
+        if found is None:
+            what = "directory" if target.is_dir() else "file"
+            raise ValueError(f"'{target}' is a {what} that ssmpde did not write: refusing to "
+                             "replace it, even with --overwrite; remove it yourself or choose "
+                             "another path")
+        if kind is not None and found != kind:
+            raise ValueError(f"'{target}' is {_ARTICLE[found]} ssmpde wrote, not "
+                             f"{_ARTICLE[kind]}: refusing to replace it with one, even with "
+                             "--overwrite; choose another path")
     return target
+
+
+_ARTICLE = {"run": "a run directory", "dataset": "a dataset", "figure": "a figure"}
 
 
 def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
@@ -297,6 +452,9 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
         If the target's directory does not exist.
     FileExistsError
         If the target exists and ``overwrite`` is false.
+    ValueError
+        If the target exists and is not a dataset ssmpde wrote, even with ``overwrite``
+        (the output policy, :func:`check_output`).
     TypeError
         If an attribute cannot be stored in netCDF (dict, None, bool, nested list, ...); the
         message names it.  Checked for zarr as well, so every dataset can move between formats.
@@ -331,12 +489,7 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
                                 f"(mkdir -p {parent})")
     if not parent.is_dir():
         raise NotADirectoryError(f"cannot write '{target}': '{parent}' is not a directory")
-    if (target.exists() or target.is_symlink()) and not overwrite:
-        raise FileExistsError(f"'{target}' already exists: pass overwrite=True to replace it, "
-                              "or choose another path")
-    if target.is_dir() and not target.is_symlink() and not is_ssmpde_output(target):
-        raise ValueError(f"'{target}' is a directory that ssmpde did not write: refusing to "
-                         "replace it; remove it yourself or choose another path")
+    check_output(target, overwrite=overwrite, kind="dataset")
     _check_storable_attrs(ds)
     if validate:
         _raise_if_invalid(ds)
@@ -607,7 +760,8 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     notes: list[str] = []
     with output_lock(target):
         remove_stale_temporaries(target)
-        check_output(target, inputs=[source], overwrite=overwrite, flag="target")
+        check_output(target, inputs=[source], overwrite=overwrite, flag="target",
+                     kind="dataset")
         with open_dataset(source, chunks={}) as ds:
             sizes = dict(ds.sizes)
             if fmt in formats.OWN_FORMATS:

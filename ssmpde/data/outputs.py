@@ -295,7 +295,21 @@ def output_lock(target: str | os.PathLike) -> Iterator[pathlib.Path]:
         raise FileNotFoundError(f"output directory '{path.parent}' does not exist; create it "
                                 f"first (mkdir -p {path.parent})")
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            # The lock is ssmpde's own hidden file: name the user's output and its directory.
+            if path.is_dir() and not path.is_symlink():
+                message = (f"cannot lock '{target}' for writing: '{path}', the name of its "
+                           "lock, is a directory ssmpde did not make; remove it or choose "
+                           "another output")
+            else:
+                message = (f"cannot write '{target}': '{path.parent}' does not accept new "
+                           f"files ({error.strerror or error}); check that it is a writable "
+                           "directory, or choose another output")
+            problem = type(error)(message)
+            problem.errno = error.errno
+            raise problem from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -5,7 +5,10 @@
 every finished batch is written atomically as a part file in a hidden folder beside the
 target (``.NAME.parts/``); an interrupted run (Ctrl-C, a killed job, a crash) loses at most the
 batch in flight, and the same call resumes from the parts on disk. When every sample is done,
-the parts are merged into the target (again through a temporary name) and removed.
+the parts are merged into the target (again through a temporary name) and removed. A run that
+fails on its own input (a ``ValueError`` such as non-finite coefficients, or a
+:class:`~ssmpde.solvers.base.SolverDivergedError`) removes its parts too: the same settings
+would fail the same way, and the corrected command starts afresh without ``--overwrite``.
 
 Reliability: the whole run (parts and merge) holds the output's lock, so two runs never
 write the same dataset; what a killed merge left is removed first; the planned peak memory
@@ -55,7 +58,7 @@ from ._batches import (
     _missing,
     _run_config,
 )
-from .base import Solver, get_solver
+from .base import Solver, SolverDivergedError, get_solver
 from .scale_out import (
     _check_cluster,
     _generate_on_cluster,
@@ -83,6 +86,12 @@ _RAISE_LIMIT = "raise --max-memory / SSMPDE_MAX_MEMORY"
 #: holds twice the batches of the part before it (1, 2, 4, ... in one process), whichever
 #: comes first: few parts for many small samples, an early first part for slow ones.
 PART_BYTES = 8 * 2 ** 20
+
+#: Failures of a run on its own input (a bad setting found only while solving: non-finite
+#: coefficients, a blow-up, an invalid dataset): its parts are removed, not kept to resume.
+#: An interrupt (Ctrl-C, SIGTERM, a kill) or another failure (a full disk) keeps the parts
+#: complete so far.
+_INPUT_ERRORS = (ValueError, SolverDivergedError)
 
 
 def parts_directory(out: str | os.PathLike) -> Path:
@@ -385,17 +394,17 @@ class _Parts:
     def path(self, start: int, stop: int) -> Path:
         return self.directory / f"part-{start:08d}-{stop:08d}.nc"
 
-    def remove(self) -> None:
-        """Delete the folder after the merge (anything ssmpde did not write stays, with a
-        warning)."""
+    def remove(self, *, warn: bool = True) -> None:
+        """Delete the folder after the merge, or after a run that failed on its own input
+        (anything ssmpde did not write stays, with a warning if ``warn``)."""
         foreign = _foreign_entries(self.directory)
         for entry in self.directory.iterdir():
             if entry.name not in foreign:
                 entry.unlink()
-        if foreign:
+        if foreign and warn:
             warnings.warn(f"left '{self.directory}' in place: it holds files ssmpde did not "
                           f"write ({', '.join(foreign[:5])})", stacklevel=3)
-        else:
+        elif not foreign:
             self.directory.rmdir()
 
 
@@ -476,6 +485,9 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     Raises
     ------
     SolverDivergedError, ValueError, OSError, RuntimeError
+        In this process, a ``SolverDivergedError`` or ``ValueError`` removes the parts of
+        the run (it failed on its settings); any other error keeps the complete ones for a
+        resume, and an interrupt keeps them all.
         On a cluster, the first batch that fails ends the run with the failing samples
         named (for a divergence, the very sample); the batches already recorded stay valid
         and the same call resumes after the cause is fixed.
@@ -550,12 +562,25 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     with output_lock(out_path):
         remove_stale_temporaries(out_path)
         _refuse_store_in_progress(out_path, overwrite)
-        check_output(out_path, overwrite=overwrite)
+        check_output(out_path, overwrite=overwrite, kind="dataset")
         parts = _Parts(out_path, run_config, overwrite=overwrite,
                        check=lambda done, used: plan.check(done, used, max_disk))
         try:
-            _run(solver, seed, num_samples, batch_size, run_config, parts.history, parts,
-                 parts.ranges(), progress)
+            try:
+                _run(solver, seed, num_samples, batch_size, run_config, parts.history, parts,
+                     parts.ranges(), progress)
+            except DiskFullError:
+                raise  # keeps what is complete: the same command resumes once space is freed
+            except Exception as error:  # an interrupt (Ctrl-C) keeps all, as a kill does
+                # On its own input the same settings fail the same way again (sample i is a
+                # pure function of the seed and the config), and other settings cannot resume
+                # these parts: they would only block the corrected command. Other failures
+                # (memory) keep what is complete; with nothing complete there is nothing to
+                # resume.
+                if (isinstance(error, _INPUT_ERRORS) and not isinstance(error, OSError)) \
+                        or not parts.ranges():
+                    parts.remove(warn=False)
+                raise
             _merge(parts, out_path, num_samples, overwrite)
         except DiskFullError as error:
             raise plan.full(error, parts.ranges(), parts.directory) from error.__cause__

@@ -42,7 +42,8 @@ class KdVConfig:
         ``lpsda``: u0 = Σ_{k=1}^{10} A_k sin(2π l_k x / L + φ_k), A ~ U[−½, ½), φ ~ U[0, 2π),
         l ~ randint(1, lmax). ``cosine``: u0 = cos(2πx / L) for every sample (Zabusky–Kruskal).
     lmax : int
-        Exclusive upper bound of the random wavenumbers l of the ``lpsda`` law.
+        Exclusive upper bound of the random wavenumbers l of the ``lpsda`` law; at most
+        ``simulation_resolution // 2`` (the grid resolves wavenumbers below N / 2).
     dealias : bool
         Zero the flux outside the 2/3 band (Orszag's rule).
     """

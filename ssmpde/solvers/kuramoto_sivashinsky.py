@@ -52,7 +52,8 @@ class KuramotoSivashinskyConfig:
         l ~ randint(1, lmax) (MemNO/SS-NO). ``kassam-trefethen``: u0 = cos(x/16)(1 + sin(x/16))
         (the same for every sample).
     lmax : int
-        Exclusive upper bound of the random wavenumbers l of the ``lpsda`` law.
+        Exclusive upper bound of the random wavenumbers l of the ``lpsda`` law; at most
+        ``simulation_resolution // 2`` (the grid resolves wavenumbers below N / 2).
     dealias : bool
         Apply the 2/3 rule to the nonlinear term.
 

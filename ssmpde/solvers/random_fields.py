@@ -428,13 +428,15 @@ class NeumannGRF(_RandomField):
         self.shape = (self.resolution, self.resolution)
         k = np.arange(self.resolution, dtype=np.float64)
         k_squared = k[:, None] ** 2 + k[None, :] ** 2
-        with np.errstate(over="ignore", under="ignore"):
+        # inf * 0 is the overflow this check reports, not a warning on stderr.
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             coef = (np.float64(self.tau) ** (self.alpha - 1.0)
                     * (math.pi**2 * k_squared + self.tau**2) ** (-self.alpha / 2.0))
         # coef[0, 0] is never used by the sampler, so it is the other modes that must be usable.
         if not np.all(np.isfinite(coef)) or not np.any(coef.ravel()[1:] > 0.0):
             raise ValueError(f"alpha={self.alpha}, tau={self.tau} give non-finite or vanishing "
-                             f"coefficients at resolution {self.resolution}")
+                             f"coefficients at resolution {self.resolution}: choose alpha and "
+                             "tau of order one (the FNO Darcy law uses alpha=2, tau=3)")
         coef.flags.writeable = False
         self.coefficients = coef
 

@@ -650,7 +650,7 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
                                                   overwrite=overwrite):
             record = None  # another config, discarded by overwrite
         if record is None:
-            check_output(out, overwrite=overwrite)
+            check_output(out, overwrite=overwrite, kind="dataset")
             disk.check([], 0, max_disk)
         else:
             disk.check(list(record.complete), disk_usage(out), max_disk)

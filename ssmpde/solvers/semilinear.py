@@ -67,7 +67,8 @@ def check_config(config: Any, *, positive: Sequence[str] = (),
     ``time_step`` and the fields named in ``positive`` positive and finite, whole numbers of
     record intervals and of time steps per record. With ``initial_conditions``, the config's
     ``initial_condition`` is one of them and its ``lmax`` (of :func:`sine_series`) an
-    integer >= 2.
+    integer in 2..N/2 (every drawn wavenumber below the Nyquist wavenumber of the N-point
+    simulation grid).
     """
     if initial_conditions is not None:
         if config.initial_condition not in initial_conditions:
@@ -77,6 +78,16 @@ def check_config(config: Any, *, positive: Sequence[str] = (),
         if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 2:
             raise ValueError(f"lmax must be an integer >= 2, got {lmax!r}")
     check_grid(config.resolution, config.simulation_resolution, maximum)
+    if initial_conditions is not None:
+        # The sines have wavenumbers l < lmax; on N points only l < N / 2 (below the Nyquist
+        # wavenumber) is represented, a larger one aliases onto a lower mode.
+        nyquist = config.simulation_resolution // 2
+        if config.lmax > nyquist:
+            raise ValueError(f"lmax {config.lmax} draws sines of wavenumbers up to "
+                             f"{config.lmax - 1}, which {config.simulation_resolution} "
+                             f"simulation points cannot resolve (they hold wavenumbers below "
+                             f"{nyquist}): choose lmax <= {nyquist}, or raise "
+                             "simulation_resolution")
     if not isinstance(config.dealias, (bool, np.bool_)):
         raise ValueError(f"dealias must be True or False, got {config.dealias!r}")
     for name in (*positive, "final_time", "record_interval", "time_step"):

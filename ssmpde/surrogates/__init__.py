@@ -84,7 +84,16 @@ class ModelConfig:
             derived["window"] = task.window
         values.update({k: v for k, v in derived.items() if k in names})
         for name in cls.spatial_fields:
-            value = tuple(values.get(name, defaults.get(name, ())))
+            value = values.get(name, defaults.get(name, ()))
+            # One number stands for every dimension, like a preset's single entry.
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = (value,)
+            elif isinstance(value, (list, tuple)) and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value):
+                value = tuple(value)
+            else:
+                raise ValueError(f"{name} must be a whole number or a list of them (one per "
+                                 f"grid dimension), got {value!r}")
             if value and len(value) != ndim:
                 value = (value[0],) * ndim
             values[name] = tuple(min(int(v), n) for v, n in zip(value, task.grid))
@@ -172,23 +181,110 @@ def config_from_dict(name: str, values: dict[str, Any] | None = None, *,
     return cls.Config(**merged)
 
 
-def instantiate(name: str, config) -> nn.Module:
-    """Build model ``name`` from its config, after checking its size on the meta device.
+#: Sizes a model takes from its data (they fit the data, so never absurd): not probed.
+_DATA_SIZES = frozenset({"in_channels", "out_channels", "grid", "window"})
+#: Integer options above this are not built to be counted but extrapolated (see
+#: :func:`_parameter_estimate`): building a model of 10**9 layers, even on the meta device,
+#: would take days, and 10**10 channels overflow torch's size arithmetic.
+_PROBE = 64
 
-    The parameters, their gradients and two AdamW moments (16 bytes per parameter) must fit
-    :func:`ssmpde.core.memory_limit`, so ``width=100000`` or a crafted checkpoint fails with a
-    message instead of allocating until the machine gives out.
-    """
+
+def _count_parameters(cls, config) -> int:
+    """Exact parameter count of ``cls(config)``, built on the meta device (no memory)."""
     import torch
 
+    try:
+        with torch.device("meta"):
+            return sum(p.numel() for p in cls(config).parameters())
+    except (RuntimeError, OverflowError) as error:
+        # torch's own size arithmetic gave out ("Storage size calculation overflowed"):
+        # a tensor of more than 2**63 bytes, which no machine holds.
+        raise ValueError(f"this {cls.Config.__name__} makes a tensor too large for any machine "
+                         f"({_one_line(error)}): lower the sizes (width, depth, state_size, "
+                         "...)") from None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200]
+
+
+def _large_sizes(config) -> dict[tuple[str, int | None], int]:
+    """The integer options (and entries of integer tuples) of ``config`` above :data:`_PROBE`
+    that do not come from the data: ``{(field, index or None): value}``."""
+    large = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name in _DATA_SIZES:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value > _PROBE:
+            large[(field.name, None)] = value
+        elif isinstance(value, tuple):
+            for index, entry in enumerate(value):
+                if isinstance(entry, int) and not isinstance(entry, bool) and entry > _PROBE:
+                    large[(field.name, index)] = entry
+    return large
+
+
+def _with_sizes(config, sizes: dict[tuple[str, int | None], int]):
+    changes: dict[str, Any] = {}
+    for (name, index), value in sizes.items():
+        if index is None:
+            changes[name] = value
+        else:
+            entries = list(changes.get(name, getattr(config, name)))
+            entries[index] = value
+            changes[name] = tuple(entries)
+    return dataclasses.replace(config, **changes)
+
+
+def _parameter_estimate(cls, config) -> tuple[int, bool]:
+    """(parameters, exact): the exact count where every option is small; otherwise a lower
+    bound from small models, cheap to build, whatever the sizes asked for.
+
+    A model's parameter count grows with each of its sizes (width, depth, state size,
+    modes, ...), as a polynomial with non-negative coefficients up to floor divisions (the
+    ``m // 2 + 1`` modes of a real FFT). With every large size ``v_i`` set to ``p``
+    (:data:`_PROBE`), the count ``c(p)`` and each size's slope ``s_i`` between ``p / 2`` and
+    ``p`` (a secant, below the slope at ``p`` for a convex count) give ``c(v) >= c(p) +
+    sum_i s_i (v_i - p) / 2``; the half covers what a floor division loses between probes.
+    A config whose small probes are themselves invalid (sizes tied to each other, such as
+    heads dividing the width) is counted exactly.
+    """
+    large = _large_sizes(config)
+    if not large:
+        return _count_parameters(cls, config), True
+    probe = {key: _PROBE for key in large}
+    try:
+        base = _count_parameters(cls, _with_sizes(config, probe))
+        total = base
+        for key, value in large.items():
+            half = _count_parameters(cls, _with_sizes(config, {**probe, key: _PROBE // 2}))
+            total += max(0, base - half) * (value - _PROBE) // _PROBE
+    except (ValueError, TypeError):
+        return _count_parameters(cls, config), True
+    return total, False
+
+
+def instantiate(name: str, config) -> nn.Module:
+    """Build model ``name`` from its config, after checking its size.
+
+    The parameters, their gradients and two AdamW moments (16 bytes per parameter) must fit
+    :func:`ssmpde.core.memory_limit`, so ``width=100000``, ``depth=10**9`` or a crafted
+    checkpoint fails with one message instead of allocating until the machine gives out (or
+    overflowing torch's size arithmetic). The count is exact for ordinary sizes (the model
+    built on the meta device) and a lower bound past them (:func:`_parameter_estimate`).
+    """
     cls = get_model_class(name)
-    with torch.device("meta"):
-        count = sum(p.numel() for p in cls(config).parameters())
-    needed, limit = 16 * count, memory_limit()
+    count, exact = _parameter_estimate(cls, config)
+    limit = memory_limit()
+    if 16 * count <= limit and not exact:
+        count = _count_parameters(cls, config)
+    needed = 16 * count
     if needed > limit:
-        raise ValueError(f"{name} with this config has {count:,} parameters and needs about "
-                         f"{gib(needed)} to train, more than the limit of {gib(limit)}: "
-                         "lower width/depth, or raise SSMPDE_MAX_MEMORY")
+        about = "" if exact else "at least "
+        raise ValueError(f"{name} with this config has {about}{count:,} parameters and needs "
+                         f"{about or 'about '}{gib(needed)} to train, more than the limit of "
+                         f"{gib(limit)}: lower width/depth, or raise SSMPDE_MAX_MEMORY")
     return cls(config)
 
 

@@ -39,7 +39,7 @@ from torch import nn
 
 from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
                          output_lock, save, validate)
-from ssmpde.solvers.base import parse_coarsening
+from ssmpde.solvers.base import parse_coarsening, positive_finite
 from ssmpde.threads import entry_point
 
 from . import config_from_dict, get_model_class, instantiate
@@ -304,7 +304,24 @@ def _model_config(model_name: str, preset: str | None, overrides: dict, task: Ta
                 np.atleast_1d(value)):
             raise ValueError(f"the model's {key}={overrides[key]} does not fit the data, "
                              f"which needs {key}={value}")
-    return config_from_dict(model_name, overrides, preset=preset, task=task)
+    config = config_from_dict(model_name, overrides, preset=preset, task=task)
+    # A preset's sizes are capped at what the data's grid holds (one preset fits any grid);
+    # a size the user asked for is refused instead, with the most the grid allows.
+    for name in type(config).spatial_fields:
+        if name not in overrides:
+            continue
+        asked = tuple(int(v) for v in np.atleast_1d(overrides[name]))
+        if len(asked) != len(task.grid):
+            asked = asked[:1] * len(task.grid)
+        if asked == tuple(getattr(config, name)):
+            continue
+        widest = {**overrides, name: [max(task.grid) + 1] * len(task.grid)}
+        most = list(getattr(config_from_dict(model_name, widest, preset=preset, task=task),
+                            name))
+        raise ValueError(f"the model option {name}={list(asked)} is more than the data's "
+                         f"{'x'.join(map(str, task.grid))} grid holds: at most {most} for "
+                         f"{model_name}; choose {name} within that")
+    return config
 
 
 def _batches(order: np.ndarray, batch_size: int, rank: int, world: int):
@@ -561,7 +578,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         Continue the run in ``out`` from its last completed epoch, bit for bit.
     time_limit : float, optional
         Stop after the epoch during which this many seconds have passed (a wall-clock
-        budget); the run stays resumable.
+        budget, finite and >= 0: 0 stops after one epoch); the run stays resumable.
     inputs, outputs : sequence of str, optional
         An operator task's variables (``name`` or ``name@frame``, e.g. Burgers
         ``["u@0"] → ["u@-1"]``); by default the task follows the variables' roles
@@ -577,6 +594,12 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         The last epoch's metrics.
     """
 
+    # 0 is a budget too: stop after the first epoch.
+    if time_limit is not None and not (positive_finite(time_limit) or (
+            time_limit == 0 and not isinstance(time_limit, (bool, np.bool_)))):
+        raise ValueError(f"time_limit (--time-limit) must be a finite number of seconds >= 0 "
+                         f"(0: stop after one epoch), got {time_limit!r}; leave it out to "
+                         "train every epoch")
     config = config or TrainConfig()
     out = Path(out)
     rank, world, started_group = _distributed()
@@ -589,19 +612,41 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     for source in (data, test_data):
         if source is not None and Path(source).resolve() == out.resolve():
             raise ValueError(f"--out '{out}' is one of the inputs: choose another path")
-    with contextlib.ExitStack() as stack:
-        if rank == 0:  # one writer per run directory; a second one fails at once
-            out.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(output_lock(out))
-        _check_run_directory(out, resume)
-        metrics = _train(model_name, data, out, preset, model_overrides, config, test_data,
-                         resume, progress, time_limit, inputs, outputs, rank, world, device)
+    # The directories this call creates, deepest first: a run that fails before it wrote
+    # anything (bad options, a loss that is NaN in the first epoch) leaves none of them.
+    created = [path for path in (out, *out.parents) if not path.exists()]
+    try:
+        with contextlib.ExitStack() as stack:
+            if rank == 0:  # one writer per run directory; a second one fails at once
+                out.parent.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(output_lock(out))
+            _check_run_directory(out, resume)
+            metrics = _train(model_name, data, out, preset, model_overrides, config,
+                             test_data, resume, progress, time_limit, inputs, outputs, rank,
+                             world, device)
+    except Exception:  # an interrupt keeps everything, for --resume
+        if rank == 0:
+            _remove_empty(created)
+        raise
     if started_group:
         # Leave together and shut the group down before the interpreter does: a gloo group
         # torn down at exit while a peer still talks to it can abort the process.
         dist.barrier()
         dist.destroy_process_group()
     return metrics
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove ``directories`` (deepest first) while they are empty: what a failed run made
+    and never filled. A directory holding anything (a completed epoch, the coarse
+    predictions a correction run reuses) stops it."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
 
 
 def _train(model_name, data, out, preset, model_overrides, config, test_data, resume, progress,
@@ -720,7 +765,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     backend = compile_backend(compile)
     if out is not None:
-        check_output(out, inputs=(data, run), overwrite=overwrite)
+        check_output(out, inputs=(data, run), overwrite=overwrite, kind="dataset")
     model, record = load_checkpoint(run, device=check_device(device))
     task = Task.from_dict(record["task"])
     if task.correction:

@@ -188,11 +188,24 @@ def test_save_overwrite_replaces_target(suffix, tmp_path):
     assert listing(tmp_path) == [path.name]
 
 
-def test_save_overwrite_replaces_file_by_zarr_store(tmp_path):
+def test_save_overwrite_never_replaces_a_file_ssmpde_did_not_write(tmp_path):
+    # overwrite replaces an earlier ssmpde output, never a user's file that has the name
     path = tmp_path / "d.zarr"
     path.write_text("not a store")
-    save(make_dataset(), path, overwrite=True)
-    assert path.is_dir() and listing(tmp_path) == ["d.zarr"]
+    with pytest.raises(ValueError, match="file that ssmpde did not write"):
+        save(make_dataset(), path, overwrite=True)
+    assert path.read_text() == "not a store" and listing(tmp_path) == ["d.zarr"]
+
+
+def test_atomic_path_replaces_a_file_by_a_directory(tmp_path):
+    from ssmpde.data import atomic_path
+
+    path = tmp_path / "d.zarr"
+    path.write_text("old")
+    with atomic_path(path) as tmp:
+        tmp.mkdir()
+        (tmp / "inside").write_text("new")
+    assert (path / "inside").read_text() == "new" and listing(tmp_path) == ["d.zarr"]
 
 
 @pytest.mark.parametrize("value, error, words", [
