@@ -172,8 +172,15 @@ def _build_parser() -> argparse.ArgumentParser:
     info = commands.add_parser("info", help="describe a dataset file",
                                description="Print dims, variables, config and size of a "
                                            "dataset; for a zarr store still being written, "
-                                           "how many batches are complete.")
+                                           "how many batches are complete. With --check, "
+                                           "read every chunk instead and list every damaged "
+                                           "one (exit 2 if any).")
     info.add_argument("path", help="netCDF (.nc) file or zarr store")
+    info.add_argument("--check", action="store_true",
+                      help="read every chunk and list each one that is missing, undecodable "
+                           "or holds NaN or infinity (exit status 2 if any)")
+    info.add_argument("--no-progress", action="store_true",
+                      help="hide the progress bar of --check")
     convert = commands.add_parser(
         "convert", help="copy a dataset between netCDF, zarr and other tools' formats",
         description="Copy a dataset between netCDF4 (.nc) and zarr (.zarr), either way, value "
@@ -328,9 +335,17 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from .data import describe
+    from .data import DatasetFileError, check_file, describe
 
-    print(describe(args.path))
+    if not args.check:
+        print(describe(args.path))
+        return 0
+    report = check_file(args.path, progress=not args.no_progress)
+    print(report.text())
+    if report.damaged:
+        raise DatasetFileError(f"'{report.path}' has {len(report.damaged)} damaged chunk"
+                               f"{'s' if len(report.damaged) > 1 else ''} (listed above): "
+                               "regenerate or re-copy it")
     return 0
 
 

@@ -446,6 +446,144 @@ def test_escapes_table(files, capsys):
     assert (files["root"] / "escape-plain.zarr").read_text() == "not a store"
 
 
+# ------------------------------------------------------------------------------------------
+# Damaged and odd dataset files: missing and undecodable chunks, dimensions that cannot be
+# read by name, files without samples. Every reader refuses them in one line (exit 2) and
+# leaves nothing behind (a convert writes no partial target).
+# ------------------------------------------------------------------------------------------
+
+def _damage_copy(source: Path, target: Path, variable: str, chunk: str, how: str) -> Path:
+    from ssmpde.data import convert
+
+    convert(source, target)
+    path = target / variable / chunk
+    if how == "missing":
+        path.unlink()
+    elif how == "directory":
+        shutil.rmtree(target / variable)
+    elif how == "garbage":
+        path.write_bytes(np.random.default_rng(0).bytes(200))
+    else:  # truncated
+        path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    return target
+
+
+@pytest.fixture(scope="module")
+def damaged(files, tmp_path_factory):
+    """Damaged copies of the table's Darcy and Navier-Stokes files, in a root of their own."""
+    root = tmp_path_factory.mktemp("damaged")
+    made = {"root": root}
+    for how in ("missing", "directory", "garbage", "truncated"):
+        made[f"darcy-{how}"] = _damage_copy(files["darcy"], root / f"darcy-{how}.zarr", "u",
+                                            "0.0.0", how)
+        made[f"ns-{how}"] = _damage_copy(files["ns"], root / f"ns-{how}.zarr", "vorticity",
+                                         "0.0.0.0", how)
+    made["darcy-last"] = _damage_copy(files["darcy"], root / "darcy-last.zarr", "u", "3.0.0",
+                                      "garbage")
+    ns = load_dataset(files["ns"])
+    odd = ns.assign(vorticity=ns["vorticity"].rename({"y": "dim_2", "x": "dim_3"}))
+    made["ns-odd"] = save(odd, root / "ns-odd.nc", validate=False)
+    made["darcy-empty"] = save(load_dataset(files["darcy"]).isel(sample=slice(0, 0)),
+                               root / "darcy-empty.nc")
+    made["ns-empty"] = save(ns.isel(sample=slice(0, 0)), root / "ns-empty.nc")
+    corrupt = root / "ns-corrupt.nc"
+    raw = bytearray(files["ns"].read_bytes())
+    middle = len(raw) // 2
+    raw[middle:middle + 2048] = np.random.default_rng(2).bytes(2048)
+    corrupt.write_bytes(bytes(raw))
+    made["ns-corrupt"] = corrupt
+    made["darcy-corrupt"] = files["corrupt"]
+    return made
+
+
+def integrity_cases(f, d):
+    """(id, argv, expected words) for damaged inputs; ``d`` maps names to damaged files."""
+    out = d["root"] / "new"
+    small = ["--no-progress", "--model-option", "width=8", "--model-option", "depth=1"]
+    table = []
+    words = {"missing": "missing chunk", "directory": "all 4 chunks are missing",
+             "garbage": "corrupt", "truncated": "corrupt", "corrupt": "corrupt"}
+    for how, word in words.items():
+        darcy = d[f"darcy-{how}"]
+        table += [
+            (f"info-darcy-{how}", ["info", darcy], word),
+            (f"train-darcy-{how}", ["train", "geomano", "--data", darcy, "--out", out, *small],
+             word),
+            (f"evaluate-darcy-{how}", ["evaluate", f["darcy-run"], "--data", darcy], word),
+            (f"convert-darcy-{how}", ["convert", darcy, f"{out}.nc"], word),
+            # the corrupt netCDF file does not open at all: nothing inside it to list
+            (f"check-darcy-{how}", ["info", "--check", "--no-progress", darcy],
+             "corrupt" if how == "corrupt" else "damaged chunk"),
+        ]
+        if how == "directory":
+            continue  # the Navier-Stokes store has 3 samples: its own words below
+        ns = d[f"ns-{how}"]
+        table += [
+            (f"info-ns-{how}", ["info", ns], word),
+            (f"train-ns-{how}", ["train", "geomano", "--data", ns, "--out", out, "--window",
+                                 "2", *small], word),
+            (f"evaluate-ns-{how}", ["evaluate", f["ns-run"], "--data", ns], word),
+            (f"convert-ns-{how}", ["convert", ns, f"{out}.zarr"], word),
+            (f"rollout-ns-{how}", ["rollout", "--checkpoint", f["ns-run"], "--data", ns,
+                                   "--steps", "2", "--schedule", "solver", "--samples", "0:3",
+                                   "--coarse", "none"], word),
+        ]
+    table += [
+        # the damaged sample is held out: it is read after the first epoch, at the first test
+        ("train-darcy-test-sample", ["train", "geomano", "--data", d["darcy-last"], "--out",
+                                     out, "--num-test", "1", "--epochs", "1", *small],
+         "at sample 3 (chunk '3.0.0')"),
+        ("rollout-ns-directory", ["rollout", "--checkpoint", f["ns-run"], "--data",
+                                  d["ns-directory"], "--steps", "2", "--schedule", "solver"],
+         "all 3 chunks are missing"),
+        ("train-ns-odd", ["train", "geomano", "--data", d["ns-odd"], "--out", out, "--window",
+                          "2", *small], "which is which cannot be told by name"),
+        ("evaluate-ns-odd", ["evaluate", f["ns-run"], "--data", d["ns-odd"]], "rename"),
+        ("rollout-ns-odd", ["rollout", "--checkpoint", f["ns-run"], "--data", d["ns-odd"],
+                            "--steps", "2", "--schedule", "solver"], "rename"),
+        ("convert-ns-odd", ["convert", d["ns-odd"], f"{out}.zarr"], "rename"),
+        ("evaluate-empty", ["evaluate", f["darcy-run"], "--data", d["darcy-empty"]],
+         "holds no samples"),
+        ("train-empty", ["train", "geomano", "--data", d["darcy-empty"], "--out", out, *small],
+         "holds no samples"),
+        ("train-empty-test", ["train", "geomano", "--data", f["darcy"], "--test-data",
+                              d["darcy-empty"], "--out", out, *small], "holds no samples"),
+        ("rollout-empty", ["rollout", "--checkpoint", f["ns-run"], "--data", d["ns-empty"],
+                           "--steps", "2", "--schedule", "solver"], "holds no samples"),
+    ]
+    return table
+
+
+def test_damaged_inputs_table(files, damaged, capsys):
+    failures = []
+    for name, argv, words in integrity_cases(files, damaged):
+        try:
+            line = run_bad(argv, capsys, damaged["root"])
+            assert words in line, (name, line)
+        except AssertionError as error:
+            failures.append(f"{name}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_check_of_intact_files_exits_0(files, capsys):
+    for path in (files["darcy"], files["ns"]):
+        assert main(["info", "--check", "--no-progress", str(path)]) == 0
+        assert "check: all" in capsys.readouterr().out
+
+
+def test_a_state_stored_transposed_evaluates_and_rolls_out_as_stored_by_name(files, tmp_path):
+    from ssmpde.coupling.run import run_rollout
+    from ssmpde.surrogates.train import evaluate
+
+    ns = load_dataset(files["ns"])
+    stored = ns.assign(vorticity=ns["vorticity"].transpose("sample", "time", "x", "y"))
+    transposed = save(stored, tmp_path / "ns-xy.nc", validate=False)
+    assert evaluate(files["ns-run"], transposed) == evaluate(files["ns-run"], files["ns"])
+    rows = {path: run_rollout(files["ns-run"], steps=2, schedules=["surrogate"], data=path,
+                              coarse=[]) for path in (files["ns"], transposed)}
+    errors = {path: [r["final_rel_l2"] for r in result] for path, result in rows.items()}
+    assert errors[transposed] == errors[files["ns"]]
+
 
 # ------------------------------------------------------------------------------------------
 # Clusters: --scheduler addresses are checked before dask sees them (a client built half-way

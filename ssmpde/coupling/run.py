@@ -112,6 +112,10 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
             if abs(solver.dt - stepper.dt) > 1e-12 * max(1.0, stepper.dt):
                 raise ValueError(f"the solver's record interval {solver.dt} differs from the "
                                  f"dt {stepper.dt} of {stepper.source}")
+        if ds.sizes[SAMPLE] == 0:
+            raise ValueError(f"'{data}' holds no samples: there is no initial state to roll "
+                             "out from; generate it with --samples 1 or more, or choose "
+                             "another --data")
         indices = _parse_samples(samples, ds.sizes[SAMPLE])
         window = surrogate.window
         missing = [f for f in solver.fields if f not in ds.data_vars]

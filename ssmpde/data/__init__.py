@@ -15,7 +15,8 @@ Every dataset the toolkit writes or reads is an :class:`xarray.Dataset` with
 :func:`build_dataset` assembles such a dataset, :func:`validate` checks one and lists every
 problem with its fix, :func:`save` writes netCDF4 or zarr atomically, :func:`open_dataset` and
 :func:`load_dataset` read them back and validate, :func:`describe` summarises one for
-``ssmpde info``, :func:`convert` copies one between netCDF4 and zarr.  The ``ds.ssmpde`` accessor
+``ssmpde info``, :func:`check_file` reads every chunk of one (``ssmpde info --check``),
+:func:`convert` copies one between netCDF4 and zarr.  The ``ds.ssmpde`` accessor
 exposes the same operations on a dataset.
 
 Parallel writers (dask workers of ``ssmpde generate --workers``) share one zarr store:
@@ -31,6 +32,8 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 * :mod:`ssmpde.data.outputs`: atomic writes, write locks and full disks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;
+* :mod:`ssmpde.data.integrity`: what every reader checks (missing and undecodable chunks,
+  dimension order) and :func:`check_file`;
 * :mod:`ssmpde.data.formats`: the registry of foreign formats (:mod:`ssmpde.data.pdebench`, ...)
   that :func:`open_dataset` reads and :func:`convert` writes;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
@@ -64,6 +67,7 @@ from .files import (
     save,
     size_bound,
 )
+from .integrity import DamagedChunk, IntegrityReport, check_file
 from .outputs import (
     DiskFullError,
     OutputLockedError,
@@ -99,6 +103,7 @@ from .schema import (
     SchemaError,
     boundary_conditions_of,
     build_dataset,
+    canonical_dims,
     config_of,
     format_boundary_conditions,
     grid_coordinates,
@@ -139,8 +144,10 @@ __all__ = [
     "ZARR_FORMAT",
     "ZARR_SUFFIXES",
     "Conversion",
+    "DamagedChunk",
     "DatasetFileError",
     "DiskFullError",
+    "IntegrityReport",
     "OutputLockedError",
     "SchemaError",
     "SsmpdeAccessor",
@@ -149,6 +156,8 @@ __all__ = [
     "block_size",
     "boundary_conditions_of",
     "build_dataset",
+    "canonical_dims",
+    "check_file",
     "check_output",
     "config_of",
     "convert",

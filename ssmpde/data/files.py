@@ -15,6 +15,7 @@ coordinate comes back with the dtype, values and ``units`` attribute it was writ
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
@@ -29,6 +30,8 @@ import numpy as np
 import xarray as xr
 
 from . import formats
+from .integrity import (GuardedNetCDF4Backend, GuardedZarrBackend, guard, missing_chunks,
+                        missing_chunks_error)
 from .outputs import atomic_path, block_size, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, _root_attributes, store_progress
 from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
@@ -200,13 +203,43 @@ def _size_bound(ds: xr.Dataset, fmt: str, block: int) -> int:
 
 
 def _write_netcdf(ds: xr.Dataset, path: pathlib.Path) -> None:
-    ds.to_netcdf(path, mode="w", engine="netcdf4", format="NETCDF4",
-                 encoding=_netcdf_encoding(ds))
+    kwargs = dict(mode="w", engine="netcdf4", format="NETCDF4", encoding=_netcdf_encoding(ds))
+    if all(var.chunks is None for var in ds.variables.values()):
+        ds.to_netcdf(path, **kwargs)
+        return
+    import dask
+
+    # Values streamed from another file (convert, merging parts) are read by dask threads.
+    # When one read fails, dask raises at once while the other threads finish their chunks,
+    # and a late one reopens the file in append mode, which creates it anew after the
+    # caller removed it: a private pool, waited for, ends every write before the error
+    # leaves here.
+    delayed = ds.to_netcdf(path, compute=False, **kwargs)
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        try:
+            dask.compute(delayed, scheduler=pool)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def _zarr_encoding(ds: xr.Dataset) -> dict[str, dict]:
-    """No fill value (values round-trip exactly), data variables one sample per chunk."""
-    encoding: dict[str, dict] = {name: {"_FillValue": None} for name in ds.variables}
+    """No fill value (values round-trip exactly), data variables one sample per chunk.
+
+    Without a fill value a missing chunk is damage, never data: every writer passes
+    ``write_empty_chunks=True`` so that zarr stores a chunk of zeros too (by default it
+    leaves out chunks equal to its default fill, 0), and readers refuse a store that lacks a
+    chunk (:func:`ssmpde.data.integrity.missing_chunks`).
+
+    Every chunk carries a CRC-32 of its values (numcodecs' ``crc32`` filter, which every zarr
+    reader knows): blosc decodes a truncated chunk of incompressible data (stored as a plain
+    copy) into whatever memory follows it, without an error, and the checksum turns that into
+    one.
+    """
+    import numcodecs  # zarr's own codec library (a dependency of zarr 3)
+
+    encoding: dict[str, dict] = {name: {"_FillValue": None, "filters": [numcodecs.CRC32()]}
+                                 for name in ds.variables}
     for name, chunks in _chunk_plan(ds).items():
         if ds[name].ndim > 0:
             encoding[name]["chunks"] = chunks
@@ -218,7 +251,7 @@ def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
         # Dask chunks that straddle zarr chunks would make parallel writes unsafe.
         ds = ds.chunk({dim: 1 if dim == SAMPLE else -1 for dim in ds.dims})
     ds.to_zarr(path, mode="w-", zarr_format=ZARR_FORMAT, consolidated=True,
-               encoding=_zarr_encoding(ds))
+               encoding=_zarr_encoding(ds), write_empty_chunks=True)
 
 
 #: Formats of the figures ssmpde draws: those whose files carry :func:`figure_metadata`.
@@ -352,7 +385,7 @@ def _same_or_inside(source: pathlib.Path, target: pathlib.Path) -> bool:
 
 def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (),
                  overwrite: bool = False, flag: str = "--out",
-                 kind: str | None = None) -> pathlib.Path:
+                 kind: str | None = None, named_format: bool = False) -> pathlib.Path:
     """The output policy of every command, checked before any work.
 
     Parameters
@@ -370,6 +403,9 @@ def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLik
         What will be written. A dataset needs a netCDF or zarr suffix, a figure one of
         :data:`FIGURE_FORMATS`; both are checked here, before any work. An existing target
         is then replaced only by an output of its own kind.
+    named_format : bool
+        The caller chose the dataset's format by name (``convert --to``), so its suffix
+        need not be netCDF's or zarr's.
 
     Returns
     -------
@@ -389,7 +425,8 @@ def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLik
     """
     target = pathlib.Path(os.fspath(target)).expanduser()
     if kind == "dataset":
-        _format_of_suffix(target)
+        if not named_format:
+            _format_of_suffix(target)
     elif kind == "figure":
         fmt = target.suffix[1:].lower()
         if fmt not in FIGURE_FORMATS:
@@ -515,8 +552,20 @@ def _is_zarr_store(path: pathlib.Path) -> bool:
     return any((path / marker).is_file() for marker in (".zgroup", ".zmetadata", "zarr.json"))
 
 
+def _open_foreign(foreign, path: pathlib.Path, chunks: Any) -> xr.Dataset:
+    """A foreign format's file, its reads guarded like ours (before dask wraps them)."""
+    ds = guard(foreign.open(path, None), str(path), kind=f"{foreign.NAME} file")
+    if chunks is None:
+        return ds
+    return ds.chunk({SAMPLE: 1} if chunks == {} and SAMPLE in ds.dims else chunks)
+
+
 def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.Dataset:
-    """Open without validation; a store still being written only with ``in_progress``."""
+    """Open without validation; a store still being written only with ``in_progress``.
+
+    Values are read through :mod:`ssmpde.data.integrity`'s backends: read errors name the
+    variable and sample, data variables come in the schema's dimension order.
+    """
     if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
                                 "(check the path)")
@@ -524,7 +573,7 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
         if not _is_zarr_store(path):
             foreign = formats.sniff(path)
             if foreign is not None:
-                return foreign.open(path, chunks)
+                return _open_foreign(foreign, path, chunks)
             known = ", ".join(formats.known_formats())
             raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is a directory "
                                    "without zarr metadata (.zgroup or zarr.json), nor one of "
@@ -545,8 +594,8 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
         else:
             consolidated = False
         try:
-            return xr.open_dataset(path, engine="zarr", chunks=chunks, consolidated=consolidated,
-                                   **_DECODE_KWARGS)
+            return xr.open_dataset(path, engine=GuardedZarrBackend, chunks=chunks,
+                                   consolidated=consolidated, **_DECODE_KWARGS)
         except _READ_ERRORS as exc:
             raise DatasetFileError(f"cannot read '{path}' as a zarr store: it is incomplete, "
                                    f"corrupt or not zarr (underlying error: {exc}). Regenerate "
@@ -556,14 +605,15 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
         # Named as plain HDF5: most likely another tool's layout, so its sniffer looks first.
         foreign = formats.sniff(path)
         if foreign is not None:
-            return foreign.open(path, chunks)
+            return _open_foreign(foreign, path, chunks)
         sniffed = True
     try:
-        ds = xr.open_dataset(path, engine="netcdf4", chunks=chunks, **_DECODE_KWARGS)
+        ds = xr.open_dataset(path, engine=GuardedNetCDF4Backend, chunks=chunks,
+                             **_DECODE_KWARGS)
     except _READ_ERRORS as exc:
         foreign = None if sniffed else formats.sniff(path)
         if foreign is not None:
-            return foreign.open(path, chunks)
+            return _open_foreign(foreign, path, chunks)
         raise DatasetFileError(f"cannot read '{path}' as a netCDF4 file: it is truncated, "
                                f"corrupt or not netCDF (underlying error: {exc}). Regenerate "
                                "it or check the path.") from exc
@@ -574,7 +624,7 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
     if foreign is None:
         return ds
     ds.close()
-    return foreign.open(path, chunks)
+    return _open_foreign(foreign, path, chunks)
 
 
 def open_dataset(path: str | os.PathLike, *, validate: bool = True,
@@ -609,28 +659,41 @@ def open_dataset(path: str | os.PathLike, *, validate: bool = True,
     -----
     Times are never decoded into dates or durations (``decode_times=False``,
     ``decode_timedelta=False``), so ``time`` keeps its dtype and its ``units`` attribute.
-    Corruption inside data chunks only shows when the values are read; :func:`load_dataset`
-    reads everything and reports it as :class:`DatasetFileError`.
+    A zarr store must hold every chunk its metadata promise: a missing one is a
+    :class:`DatasetFileError` here (zarr would read it as zeros). Corruption inside chunks
+    shows when the values are read, lazily or not: a :class:`DatasetFileError` that names the
+    file, the variable and the sample (and the zarr chunk). Data variables come in the
+    schema's dimension order (``sample``, ``time``, others, ``y``, ``x``) whatever order the
+    file stores them in, transposed by name; ``encoding["ssmpde_stored_dims"]`` keeps the
+    stored order. :func:`ssmpde.data.check_file` reads every chunk.
     """
     return _open_dataset(pathlib.Path(os.fspath(path)).expanduser(), validate=validate,
                          chunks=chunks)
 
 
 def _open_dataset(source: pathlib.Path, *, validate: bool, chunks: Any,
-                  in_progress: bool = False) -> xr.Dataset:
+                  in_progress: bool = False, check_chunks: bool = True) -> xr.Dataset:
+    """Open, refuse object arrays, check that a zarr store has every chunk its metadata
+    promise (``check_chunks``; a store being written: those of its finished samples), and
+    validate."""
     ds = _open(source, chunks, in_progress=in_progress)
-    objects = [name for name, var in ds.variables.items() if var.dtype == object]
-    if objects:
-        ds.close()
-        raise DatasetFileError(f"'{source}' holds object-dtype arrays {objects}: ssmpde datasets "
-                               "hold numbers only, and object arrays can run code when read. "
-                               "Regenerate the dataset.")
-    if validate:
-        try:
+    try:
+        objects = [name for name, var in ds.variables.items() if var.dtype == object]
+        if objects:
+            raise DatasetFileError(f"'{source}' holds object-dtype arrays {objects}: ssmpde "
+                                   "datasets hold numbers only, and object arrays can run code "
+                                   "when read. Regenerate the dataset.")
+        if check_chunks and _is_zarr_store(source):
+            progress = store_progress(source)
+            missing, totals = missing_chunks(
+                source, ds, complete=None if progress is None else progress.complete)
+            if missing:
+                raise missing_chunks_error(source, missing, totals)
+        if validate:
             _raise_if_invalid(ds, subject=f"dataset '{source}'")
-        except BaseException:
-            ds.close()
-            raise
+    except BaseException:
+        ds.close()
+        raise
     return ds
 
 
@@ -659,6 +722,8 @@ def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Datase
     kind = "a zarr store" if source.is_dir() else "a netCDF4 file"
     try:
         ds.load()
+    except DatasetFileError:
+        raise
     except _READ_ERRORS as exc:
         raise DatasetFileError(f"cannot read the values in '{source}' as {kind}: it is "
                                f"truncated or corrupt (underlying error: {exc}). Regenerate it "
@@ -761,7 +826,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     with output_lock(target):
         remove_stale_temporaries(target)
         check_output(target, inputs=[source], overwrite=overwrite, flag="target",
-                     kind="dataset")
+                     kind="dataset", named_format=True)
         with open_dataset(source, chunks={}) as ds:
             sizes = dict(ds.sizes)
             if fmt in formats.OWN_FORMATS:

@@ -60,6 +60,7 @@ __all__ = [
     "SchemaError",
     "boundary_conditions_of",
     "build_dataset",
+    "canonical_dims",
     "config_of",
     "format_boundary_conditions",
     "grid_coordinates",
@@ -129,6 +130,45 @@ class SchemaError(ValueError):
 
 class DatasetFileError(ValueError):
     """A dataset file or store cannot be read: truncated, corrupt, or not netCDF/zarr at all."""
+
+
+def canonical_dims(dims: Sequence[str]) -> tuple[str, ...]:
+    """The schema's order of a data variable's dimensions: ``sample``, ``time``, any others
+    in their given order, then the grid ``y``, ``x``.
+
+    Examples
+    --------
+    >>> canonical_dims(("sample", "time", "x", "y"))
+    ('sample', 'time', 'y', 'x')
+    >>> canonical_dims(("forcing_mode", "sample"))
+    ('sample', 'forcing_mode')
+    """
+    dims = tuple(dims)
+    return (tuple(d for d in (SAMPLE, TIME) if d in dims)
+            + tuple(d for d in dims if d not in STANDARD_DIMS)
+            + tuple(d for d in (Y, X) if d in dims))
+
+
+def _dims_problems(name: str, var: xr.DataArray) -> list[str]:
+    """Dimensions out of the schema's order; for grid fields, names it does not know."""
+    problems = []
+    role = var.attrs.get(ROLE)
+    unknown = [d for d in var.dims if d not in STANDARD_DIMS]
+    if role in ("state", "forcing") and unknown:
+        # A field on the grid with other dimension names cannot be read by name: which of
+        # them is y and which is x is the writer's knowledge, not the reader's.
+        problems.append(f"{role} variable '{name}' has dimensions {unknown} that are not the "
+                        f"schema's ({', '.join(STANDARD_DIMS)}): which is which cannot be "
+                        f"told by name; rename them, e.g. ds = ds.rename("
+                        f"{{{', '.join(f'{d!r}: ...' for d in unknown)}}}) with '{Y}', '{X}' "
+                        "(or 'time') as they are")
+    order = canonical_dims(var.dims)
+    if order != tuple(var.dims):
+        problems.append(f"data variable '{name}' has dimensions ({', '.join(map(str, var.dims))}"
+                        f"), not in the schema's order ({', '.join(order)}): transpose it, "
+                        f"ds['{name}'] = ds['{name}'].transpose({', '.join(map(repr, order))})"
+                        " (files stored in another order are read by name)")
+    return problems
 
 
 def _schema_error(problems: Sequence[str], subject: str = "dataset") -> SchemaError:
@@ -912,6 +952,7 @@ def _schema_problems(ds: xr.Dataset, *, check_finite: bool) -> list[str]:
         if role is not None and role not in ROLES:
             problems.append(f"data variable '{name}' has role {role!r}: set "
                             f"ds['{name}'].attrs['{ROLE}'] to one of {', '.join(ROLES)}")
+        problems.extend(_dims_problems(name, var))
         encoded_by = var.attrs.get(ENCODED_BY)
         if encoded_by is not None and encoded_by not in ds.data_vars:
             problems.append(f"data variable '{name}' is encoded by {encoded_by!r}, which is not "
@@ -1028,11 +1069,14 @@ def validate(ds: xr.Dataset, *, check_finite: bool = False) -> xr.Dataset:
     implies ``x``; there is at least one data variable and each has ``long_name`` and
     ``units``; all :data:`REQUIRED_GLOBAL_ATTRS` are present, ``Conventions`` is
     :data:`CONVENTIONS`, ``ssmpde_config`` is a JSON object and ``ssmpde_equation`` is not
-    empty. Where present (files written before they existed lack them, which is no error):
-    :data:`BOUNDARY_CONDITIONS` follows its grammar and names exactly the variable's spatial
-    dimensions; vector components (:data:`VECTOR`, :data:`VECTOR_COMPONENT`) give each
-    vector one component per spatial dimension; :data:`GRID_PLACEMENT` is one of
-    :data:`GRID_PLACEMENTS`; ``cell_methods`` names the variable's dimensions.
+    empty; the dimensions of each data variable are in the order of :func:`canonical_dims`
+    (``sample``, ``time``, other dimensions, ``y``, ``x``), and a ``state`` or ``forcing``
+    variable has only the standard dimensions. Where present (files written before they
+    existed lack them, which is no error): :data:`BOUNDARY_CONDITIONS` follows its grammar
+    and names exactly the variable's spatial dimensions; vector components (:data:`VECTOR`,
+    :data:`VECTOR_COMPONENT`) give each vector one component per spatial dimension;
+    :data:`GRID_PLACEMENT` is one of :data:`GRID_PLACEMENTS`; ``cell_methods`` names the
+    variable's dimensions.
     """
     _raise_if_invalid(ds, check_finite=check_finite)
     return ds

@@ -43,6 +43,12 @@ def _zarr_group(path: pathlib.Path, mode: str):
     return zarr.open_group(path, mode=mode, zarr_format=ZARR_FORMAT)
 
 
+def _array(group, name: str):
+    """An array of ``group`` that writes every chunk, zeros included: readers take a missing
+    chunk for damage (see :func:`ssmpde.data.files._zarr_encoding`)."""
+    return group[name].with_config({"write_empty_chunks": True})
+
+
 def create_store(template: xr.Dataset, path: str | os.PathLike,
                  progress: StoreProgress) -> pathlib.Path:
     """Lay out a zarr store for parallel writers, every sample still missing.
@@ -70,8 +76,11 @@ def create_store(template: xr.Dataset, path: str | os.PathLike,
     -----
     Same layout as :func:`save` (zarr format 2, one sample per chunk, no fill value), so a
     finished store reads exactly like one :func:`save` wrote. Nothing but metadata and
-    coordinates is written: unwritten chunks read as 0 until their samples are written, and
-    readers refuse the store while :data:`PROGRESS_ATTR` is present. The layout is made under
+    coordinates is written: the chunks of unwritten samples are absent until their samples
+    are written (readers of the unfinished store, ``ssmpde info``, look at the finished
+    samples only), and readers refuse the store while :data:`PROGRESS_ATTR` is present.
+    Every chunk is written, zeros included, so that an absent chunk of a finished sample is
+    damage (:func:`ssmpde.data.integrity.missing_chunks`). The layout is made under
     a temporary name and renamed into place, so ``path`` is either absent or fully laid out.
     """
     target = pathlib.Path(os.fspath(path)).expanduser()
@@ -88,12 +97,12 @@ def create_store(template: xr.Dataset, path: str | os.PathLike,
         # compute=False: metadata and in-memory coordinates only; the placeholders' values and
         # dask-backed coordinates are never computed by xarray.
         layout.to_zarr(tmp, mode="w-", zarr_format=ZARR_FORMAT, consolidated=False,
-                       encoding=_zarr_encoding(layout), compute=False)
+                       encoding=_zarr_encoding(layout), compute=False, write_empty_chunks=True)
         group = _zarr_group(tmp, "r+")
         for name, coord in layout.coords.items():
             if coord.chunks is None:
                 continue
-            array = group[name]
+            array = _array(group, name)
             for start in range(0, coord.shape[0], _COORDINATE_BLOCK):
                 block = coord.data[start:start + _COORDINATE_BLOCK]
                 # here, never on a dask cluster that happens to be the default scheduler
@@ -162,7 +171,7 @@ def write_store_region(ds: xr.Dataset, path: str | os.PathLike, *, run_id: str) 
     arrays, problems = {}, []
     for name, var in ds.data_vars.items():
         try:
-            array = group[name]
+            array = _array(group, name)
         except KeyError:
             problems.append(f"the store has no variable '{name}'")
             continue

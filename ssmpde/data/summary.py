@@ -14,6 +14,7 @@ import xarray as xr
 
 from . import formats
 from .files import _open_dataset
+from .integrity import STORED_DIMS
 from .progress import PROGRESS_ATTR, store_progress
 from .schema import (
     BOUNDARY_CONDITIONS,
@@ -93,9 +94,12 @@ def _summary(ds: xr.Dataset) -> list[str]:
         if var.dtype.kind in "fc" and var.size:
             bad = _count_nonfinite(var)
             stats += f" non-finite={bad}" if bad else ""
+        stored = var.encoding.get(STORED_DIMS)
+        order = f" (stored as ({', '.join(map(str, stored))}), read by name)" if stored else ""
         lines.append(f"  {name} ({', '.join(map(str, var.dims))}) {var.dtype} "
                      f"units={var.attrs.get('units', '(missing)')} "
-                     f"long_name={var.attrs.get('long_name', '(missing)')!r} min/max={stats}")
+                     f"long_name={var.attrs.get('long_name', '(missing)')!r} min/max={stats}"
+                     f"{order}")
     lines.extend(_grid_metadata(ds))
     lines.append("global attributes:")
     for key, value in ds.attrs.items():

@@ -413,6 +413,13 @@ def _evaluate_split(wrapped: NormalisedModel, dataset: TaskDataset, batch_size: 
             "test_rel_l2_per_step": [float(v) for v in values.mean(dim=0)]}
 
 
+def _require_samples(ds, path, purpose: str) -> None:
+    """A dataset without samples is a clear error, not an empty loop further down."""
+    if ds.sizes.get(SAMPLE, 0) == 0:
+        raise ValueError(f"'{path}' holds no samples: there is nothing to {purpose}; "
+                         "generate it with --samples 1 or more, or choose another file")
+
+
 def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
               progress: bool = False):
     """(task, training set, test set, dataset facts for the checkpoint). A correction's
@@ -423,6 +430,7 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
                           outputs=tuple(outputs) if outputs else None)
 
     with open_dataset(data) as ds:
+        _require_samples(ds, data, "train on")
         task = task_of(ds)
         num_samples = ds.sizes[SAMPLE]
         facts = {"path": str(Path(data).resolve()), "equation": ds.attrs.get("ssmpde_equation"),
@@ -431,6 +439,7 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
     if test_data is not None:
         train_samples = np.arange(num_samples)
         with open_dataset(test_data) as ds:
+            _require_samples(ds, test_data, "test on")
             test_task = task_of(ds)
             if (test_task.grid, test_task.inputs) != (task.grid, task.inputs):
                 raise ValueError(f"the test data ({test_task.inputs} on {test_task.grid}) do "
@@ -698,9 +707,9 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
                                   weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_set) / config.batch_size)
     scheduler = _scheduler(optimizer, config, config.epochs * steps_per_epoch)
+    # The run directory appears with the first checkpoint (save_run): a run that fails in its
+    # first epoch (a damaged sample of the data) leaves nothing behind.
     first_epoch, step = _restore_optimizer(out, optimizer, scheduler) if resume else (0, 0)
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
 
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
@@ -782,6 +791,7 @@ def evaluate(run, data, *, out=None, batch_size: int = 8, device: str = "cpu",
         if missing:
             raise ValueError(f"{data} lacks the variables {missing} the model was trained on "
                              f"(it has {sorted(ds.data_vars)})")
+        _require_samples(ds, data, "evaluate on")
         num_samples = ds.sizes[SAMPLE]
         grid_dims = SPATIAL_DIMS[len(task.grid)]
         grid = tuple(ds.sizes.get(d, 0) for d in grid_dims)
