@@ -427,13 +427,17 @@ def _handshake(address: str, seconds: float) -> None:
                                **Security().get_connection_args("client"))
         try:
             await comm.write({"op": "identity", "reply": True})
-            return await comm.read()
+            return await asyncio.wait_for(comm.read(), seconds)
         finally:
             comm.abort()
 
+    # dask's connect has its own deadline (its error says more than ours), the reply ours;
+    # the whole handshake a backstop of both.
+    backstop = 2 * seconds + 1
+
     def ask() -> None:
         try:
-            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), seconds))
+            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), backstop))
         except BaseException as error:  # noqa: BLE001 - reported by the caller's thread
             outcome["error"] = error
 
@@ -441,7 +445,7 @@ def _handshake(address: str, seconds: float) -> None:
     # a name lookup stuck in the C library must not keep this process alive at exit.
     asker = threading.Thread(target=ask, name="ssmpde scheduler handshake", daemon=True)
     asker.start()
-    asker.join(seconds + 1)
+    asker.join(backstop + 1)
     error, reply = outcome.get("error"), outcome.get("reply")
     if asker.is_alive() or isinstance(error, (TimeoutError, asyncio.TimeoutError)):
         raise OSError(f"no dask scheduler answered at {address!r} within {seconds:g} s "
