@@ -54,9 +54,18 @@ def start(arguments: list[str], *, code: str | None = None, env: dict | None = N
         code = ("import runpy, sys; print('started', flush=True); sys.argv[0] = 'ssmpde'; "
                 "runpy.run_module('ssmpde', run_name='__main__', alter_sys=True)")
     environment = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    before = kwargs.pop("preexec_fn", None)
+
+    def prepare() -> None:
+        # A test run started in the background of a script (`pytest &`) ignores SIGINT, and
+        # its children inherit that: give them the disposition of a terminal's foreground.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if before is not None:
+            before()
+
     return subprocess.Popen([sys.executable, "-c", code, *map(str, arguments)], cwd=ROOT,
                             env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, **kwargs)
+                            text=True, start_new_session=True, preexec_fn=prepare, **kwargs)
 
 
 def finish(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
@@ -325,7 +334,7 @@ def test_ctrl_c_on_two_workers_is_one_line(tmp_path, moment):
 
 def test_ctrl_c_after_a_saved_epoch_says_how_to_resume(files, tmp_path):
     run = tmp_path / "run"
-    status, messages = interrupt(long_run("train", files, tmp_path), 0.0,
+    status, messages = interrupt(long_run("train", files, tmp_path), 0.3,
                                  ready=lambda _: (run / STATE_JSON).is_file)
     assert status == 130, messages
     assert messages == [f"ssmpde: interrupted: the run in '{run}' keeps its last finished "
