@@ -440,15 +440,13 @@ def _rollout(args: argparse.Namespace) -> int:
         coarse = []
     if args.workers is not None and args.scheduler is not None:
         raise ValueError("give --workers (a local cluster) or --scheduler, not both")
-    if args.workers is not None and not 1 <= args.workers <= 256:
-        raise ValueError(f"--workers must be in 1..256, got {args.workers}")
     with contextlib.ExitStack() as stack:
         executor = None
         if args.workers is not None or args.scheduler is not None:
             from .solvers.generate import dask_cluster
 
-            executor, _ = stack.enter_context(
-                dask_cluster(args.scheduler or "local", args.workers))
+            # dask_cluster checks both: the address's form, --workers against the machine
+            executor, _ = stack.enter_context(dask_cluster(args.scheduler, args.workers))
             print(f"parareal fine slices on dask: dashboard {executor.dashboard_link}")
         rows = run_rollout(args.checkpoint, steps=args.steps, schedules=args.schedule,
                            data=args.data, samples=args.samples, out=args.out,
@@ -497,6 +495,44 @@ def _one_line(error: BaseException) -> str:
         or type(error).__name__
 
 
+def _interrupted(interrupt: KeyboardInterrupt, args: argparse.Namespace | None) -> str:
+    """The one line for a Ctrl-C: what is kept and how to go on.
+
+    A command that keeps resumable work says so in its KeyboardInterrupt (generate: the
+    samples saved); otherwise it is read off the files here, importing nothing new (a
+    second Ctrl-C must not land in a slow import).
+    """
+    if str(interrupt):
+        return _one_line(interrupt)
+    command = getattr(args, "command", None)
+    out = getattr(args, "out", None)
+    if command == "train" and out and "ssmpde.surrogates.checkpoint" in sys.modules:
+        from pathlib import Path
+
+        from .surrogates.checkpoint import STATE_JSON
+
+        if (Path(out) / STATE_JSON).is_file():
+            return (f"interrupted: the run in '{out}' keeps its last finished epoch; add "
+                    "--resume to the same command to go on from it")
+    if command == "generate" and out and "ssmpde.solvers.generate" in sys.modules:
+        from pathlib import Path
+
+        from .data import DatasetFileError, store_progress
+        from .solvers.generate import parts_directory
+
+        try:
+            in_progress = Path(out).is_dir() and store_progress(out) is not None
+        except (DatasetFileError, OSError):
+            in_progress = False
+        if parts_directory(out).is_dir() or in_progress:
+            return (f"interrupted: the samples saved for '{out}' are kept; run the same "
+                    "command again to resume")
+    if command is None or command in ("generate", "train", "convert", "evaluate", "rollout"):
+        return ("interrupted before anything was saved (outputs are written whole or not at "
+                "all); nothing to resume")
+    return "interrupted"
+
+
 def _format_warning(message, category, filename, lineno, line=None) -> str:
     """ssmpde's own warnings as one line, like its errors; others as Python shows them."""
     if category.__module__.split(".")[0] == "ssmpde":
@@ -512,33 +548,45 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Exit 0 on success, 2 for a user error (bad input, a file that cannot be read, an output
     that exists or is locked, a diverged solver or training run), 1 for an internal error,
-    130 on Ctrl-C; the message is one line on stderr (``--debug`` adds the traceback).
+    130 on Ctrl-C at any moment, the imports included; the message is one line on stderr
+    (``--debug`` adds the traceback).
     """
+    warnings.formatwarning = _format_warning
+    args = None
+    try:
+        parser = _build_parser()
+        args = parser.parse_args(argv)  # a bad command line exits 2 with one line
+        return _run(args)
+    except KeyboardInterrupt as interrupt:
+        print(f"\nssmpde: {_interrupted(interrupt, args)}", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command of ``args``, its errors as one line and an exit status (see main)."""
     from .data import DatasetFileError, SchemaError
     from .solvers.base import SolverDivergedError
     from .surrogates.train import TrainingDivergedError
 
-    warnings.formatwarning = _format_warning
-    parser = _build_parser()
-    args = parser.parse_args(argv)  # a bad command line exits 2 with one line
     handlers = {"generate": _generate, "info": _info, "convert": _convert, "models": _models,
                 "train": _train,
                 "evaluate": _evaluate, "rollout": _rollout, "warm-start": _warm_start}
     try:
         return handlers[args.command](args)
-    except KeyboardInterrupt as interrupt:
-        print(f"\nssmpde: {_one_line(interrupt) if str(interrupt) else 'interrupted'}",
-              file=sys.stderr)
-        return 130
     except MemoryError as error:
         if args.debug:
             raise
         # numpy's text names array shapes and dtypes; say what it means and what to change.
+        # (ssmpde's own MemoryErrors, e.g. a dask worker restarted for memory, already do.)
         size = re.search(r"allocate ([\d.]+ \w+)", str(error))
-        print(f"ssmpde: error: out of memory{f' (it asked for {size[1]} at once)' if size else ''}"
-              ": the run needs more memory than this machine has; lower the sizes (samples, "
-              "resolution, --batch-size, steps) and keep --max-memory / SSMPDE_MAX_MEMORY "
-              "within the machine's memory", file=sys.stderr)
+        if size or not str(error) or "Unable to allocate" in str(error):
+            print(f"ssmpde: error: out of memory"
+                  f"{f' (it asked for {size[1]} at once)' if size else ''}"
+                  ": the run needs more memory than this machine has; lower the sizes "
+                  "(samples, resolution, --batch-size, steps) and keep --max-memory / "
+                  "SSMPDE_MAX_MEMORY within the machine's memory", file=sys.stderr)
+        else:
+            print(f"ssmpde: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except (ValueError, TypeError, OSError, ImportError, SchemaError, DatasetFileError,
             SolverDivergedError, TrainingDivergedError) as error:

@@ -573,3 +573,64 @@ def test_a_state_stored_transposed_evaluates_and_rolls_out_as_stored_by_name(fil
                               coarse=[]) for path in (files["ns"], transposed)}
     errors = {path: [r["final_rel_l2"] for r in result] for path, result in rows.items()}
     assert errors[transposed] == errors[files["ns"]]
+
+
+# ------------------------------------------------------------------------------------------
+# Clusters: --scheduler addresses are checked before dask sees them (a client built half-way
+# from a bad one blocked the exit for minutes; tests/test_hangs.py runs them as processes),
+# --workers must fit the machine
+# ------------------------------------------------------------------------------------------
+
+def cluster_cases(f):
+    from ssmpde.threads import cores
+
+    generate_argv = ["generate", "darcy", "--out", f["root"] / "new.zarr", "--samples", "2",
+                     "--resolution", "9", "--simulation-resolution", "17", "--no-progress"]
+    rollout_argv = ["rollout", "--checkpoint", f["ns-run"], "--steps", "4", "--schedule",
+                    "parareal:2"]  # valid but for the cluster options
+    addresses = [("http://localhost:8786", "unknown scheme http://"),
+                 ("tcp://localhost", "has no port"), ("bogus", "has no port"),
+                 ("tls://localhost:8786", "needs a TLS configuration"),
+                 ("inproc://x", "inproc://HOST/PID/N"), ("", "empty address"),
+                 ("localhost:99999", "not in 1..65535"), ("tcp://:8786", "names no host"),
+                 ("tcp://host:port", "not a number")]
+    table = [(f"generate-scheduler-{address or 'empty'}",
+              [*generate_argv, "--scheduler", address], words)
+             for address, words in addresses]
+    table += [(f"rollout-scheduler-{address or 'empty'}",
+               [*rollout_argv, "--scheduler", address], words)
+              for address, words in addresses[:3] + addresses[5:6]]
+    too_many = "more than this machine can run: at most"
+    for workers in (str(cores() + 1), "1000000000"):
+        table.append((f"generate-workers-{workers}", [*generate_argv, "--workers", workers],
+                      too_many))
+        table.append((f"rollout-workers-{workers}", [*rollout_argv, "--workers", workers],
+                      too_many))
+    table.append(("rollout-workers-0", [*rollout_argv, "--workers", "0"], "workers must be"))
+    table.append(("rollout-workers-and-scheduler",
+                  [*rollout_argv, "--workers", "1", "--scheduler", "local"], "not both"))
+    return table
+
+
+def test_bad_cluster_input_table(files, capsys):
+    failures = []
+    for name, argv, words in cluster_cases(files):
+        try:
+            line = run_bad(argv, capsys, files["root"])
+            assert words in line, (name, line)
+        except AssertionError as error:
+            failures.append(f"{name}: {error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_too_little_memory_for_one_worker_is_refused(files, capsys, monkeypatch):
+    import distributed.system
+
+    monkeypatch.setattr(distributed.system, "MEMORY_LIMIT", 100 * 2 ** 20)  # as a cgroup
+    for command in (["generate", "darcy", "--out", files["root"] / "new.zarr", "--samples",
+                     "2", "--resolution", "9", "--simulation-resolution", "17"],
+                    ["rollout", "--checkpoint", files["ns-run"], "--steps", "4", "--schedule",
+                     "parareal:2"]):
+        line = run_bad([*command, "--workers", "1"], capsys, files["root"])
+        assert "a local dask cluster needs about 0.375 GiB a worker process" in line, line
+        assert "run without --workers" in line

@@ -30,6 +30,8 @@ import numpy as np
 
 from ssmpde.core import autoregressive, relative_l2
 
+from ssmpde.solvers.scale_out import MemoryKills, killed_workers
+
 from .steps import advance, check_history, rollout, stepper_inputs
 
 __all__ = ["PararealInfo", "parareal"]
@@ -199,11 +201,20 @@ def parareal(solver, surrogate, history: np.ndarray, num_steps: int, *, slices: 
                          parameters)
             jobs[j] = (executor.submit(_fine_task, *arguments) if executor is not None
                        else _fine_task(*arguments))
-        for j in todo:
-            frames, seconds = jobs[j].result() if executor is not None else jobs[j]
-            fine[j], fine_from[j] = frames, starts[j]
-            info.fine_seconds += seconds
-            info.fine_steps += lengths[j]
+        with MemoryKills() as kills:  # a local cluster's nannies log here while we wait
+            for j in todo:
+                try:
+                    frames, seconds = jobs[j].result() if executor is not None else jobs[j]
+                except Exception as error:
+                    if type(error).__name__ != "KilledWorker":
+                        raise
+                    kind, text = killed_workers(executor, kills, 0, "--samples")
+                    raise kind(f"parareal: the fine propagation of slice {j + 1} of {slices} "
+                               f"(steps {offsets[j]}..{offsets[j + 1] - 1}) failed: "
+                               f"{text}") from error
+                fine[j], fine_from[j] = frames, starts[j]
+                info.fine_seconds += seconds
+                info.fine_steps += lengths[j]
         # The serial correction sweep.
         new_starts = [starts[0]]
         change = 0.0

@@ -18,9 +18,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import logging
+import math
+import os
 import pickle
 import re
+import signal
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -33,6 +38,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from .. import __version__
+from ..core import gib
 from ..data import (SAMPLE, ZARR_SUFFIXES, DatasetFileError, DiskFullError, StoreProgress,
                     check_output, create_store, disk_space, disk_usage, finish_store,
                     open_dataset, output_lock, remove_stale_temporaries, store_progress,
@@ -41,14 +47,23 @@ from ._batches import (_batch_dataset, _can_resume, _check_int, _history, _inter
                        _missing, _Pace)
 from .base import Solver, SolverDivergedError
 from .spectral import default_threads
+from ..threads import cores
 
 if TYPE_CHECKING:
     from distributed import Client
 
 __all__ = ["dask_cluster"]
 
-# A dask scheduler address: protocol://anything (tcp, tls, ucx, inproc) or host:port.
-_ADDRESS = re.compile(r"^([a-z][a-z0-9+.-]*://\S+|[\w.-]+:\d+)$")
+#: Seconds to wait for a dask scheduler to answer (``SSMPDE_SCHEDULER_TIMEOUT`` overrides).
+SCHEDULER_TIMEOUT = 10.0
+#: Memory a local worker process holds besides its batch: Python, numpy, numba, FFTW, xarray
+#: and the solver's module, measured at about 250 MiB after a first Navier-Stokes task.
+WORKER_BYTES = 384 * 2 ** 20
+# Schemes that name a host and a port (inproc:// names a scheduler in this same process).
+_NETWORK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_ADDRESS_FORM = ("tcp://HOST:PORT as `dask scheduler` prints it, e.g. tcp://10.0.0.5:8786; "
+                 "'local' with --workers N is a cluster on this machine")
+
 # How TimeDependentSolver.simulate names the diverged rows of a batch.
 _DIVERGED_ROWS = re.compile(r"batch rows \[([\d, ]*)\]")
 # How long a run that filled the disk waits for its batches in flight to end.
@@ -58,10 +73,14 @@ _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                      "OPENBLAS_NUM_THREADS")
 
 
-def _check_cluster(scheduler: Any, workers: Any,
-                   out: Path | None) -> tuple[str | Client | None, int | None]:
+def check_cluster(scheduler: Any, workers: Any) -> tuple[str | Client | None, int | None]:
     """``(scheduler, workers)`` normalised: ``(None, None)`` in process, ``("local", n)``,
-    ``(address, None)`` or ``(client, None)``; clear errors for anything else."""
+    ``(address, None)`` or ``(client, None)``; clear errors for anything else.
+
+    An address is checked for its form here (:func:`check_address`), before any dask object
+    exists; ``workers`` must fit this machine (:func:`max_local_workers`); without it a local
+    cluster gets as many as fit.
+    """
     if scheduler is None and workers is None:
         return None, None
     if workers is not None:
@@ -69,10 +88,8 @@ def _check_cluster(scheduler: Any, workers: Any,
     if scheduler is None:
         scheduler = "local"
     if isinstance(scheduler, str):
-        if scheduler != "local" and not _ADDRESS.match(scheduler):
-            raise ValueError(f"scheduler must be 'local', the address of a running dask "
-                             f"scheduler such as 'tcp://10.0.0.5:8786', or a "
-                             f"distributed.Client; got {scheduler!r}")
+        if scheduler != "local":
+            scheduler = check_address(scheduler)
     elif not _is_client(scheduler):
         raise TypeError(f"scheduler must be None, 'local', an address or a distributed.Client, "
                         f"got {type(scheduler).__name__}")
@@ -80,8 +97,29 @@ def _check_cluster(scheduler: Any, workers: Any,
         raise ValueError("workers sizes the local cluster only (scheduler='local'); an "
                          "existing scheduler has the workers it has: start more with `dask "
                          "worker` or dask-jobqueue (see docs/scale-out.md)")
-    if scheduler == "local" and workers is None:
-        workers = default_threads()
+    if scheduler == "local":
+        most, why = max_local_workers()
+        if most == 0:
+            raise MemoryError(
+                f"a local dask cluster needs about {gib(WORKER_BYTES)} a worker process and "
+                f"this machine has less ({why}): run without --workers (in this process), "
+                "or free memory")
+        if workers is None:
+            workers = most
+        elif workers > most:
+            raise ValueError(
+                f"workers={workers:_} (--workers) is more than this machine can run: at most "
+                f"{most} ({why}): ask for at most {most}, or start workers on other machines "
+                "and pass their scheduler's address (see docs/scale-out.md)")
+    return scheduler, workers
+
+
+def _check_cluster(scheduler: Any, workers: Any,
+                   out: Path | None) -> tuple[str | Client | None, int | None]:
+    """:func:`check_cluster`, and a cluster run must write a zarr store."""
+    scheduler, workers = check_cluster(scheduler, workers)
+    if scheduler is None:
+        return None, None
     if out is None or out.suffix not in ZARR_SUFFIXES:
         where = "no out" if out is None else f"out={str(out)!r}"
         raise ValueError(f"a run on a dask cluster writes a zarr store, got {where}: pass "
@@ -96,6 +134,118 @@ def _is_client(value: Any) -> bool:
     except ImportError:  # pragma: no cover - distributed is a dependency
         return False
     return isinstance(value, Client)
+
+
+def check_address(address: str) -> str:
+    """``address`` (stripped) if it has the form of a dask scheduler address, else a
+    ValueError that says what is wrong with it and what to give instead.
+
+    ``SCHEME://HOST:PORT`` for the network schemes dask knows (tcp, tls, ws, wss, ucx; tls and
+    wss need dask's TLS configuration), ``HOST:PORT`` (tcp), or ``inproc://...`` naming a
+    scheduler of this process. Checked before any dask object exists: a client built from a
+    malformed address fails half-way, and the half-built client then blocks the interpreter's
+    exit for minutes.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    text = address.strip() if isinstance(address, str) else ""
+
+    def refuse(problem: str) -> ValueError:
+        return ValueError(f"scheduler must be 'local', the address of a running dask "
+                          f"scheduler ({_ADDRESS_FORM}) or a distributed.Client; {problem}")
+
+    if not text:
+        raise refuse("got an empty address")
+    scheme, location = parse_address(text)
+    try:
+        get_backend(scheme)
+    except (ValueError, ImportError) as error:
+        unknown = isinstance(error, ValueError) and "unknown" in str(error)
+        raise refuse(
+            f"{address!r} has the unknown scheme {scheme}:// (dask knows "
+            f"{', '.join(s + '://' for s in (*_NETWORK_SCHEMES, 'inproc'))})" if unknown
+            else f"{address!r} needs the {scheme}:// transport, not installed ({error})"
+        ) from None
+    if scheme == "inproc":
+        host, _, rest = location.partition("/")
+        pid, _, number = rest.partition("/")
+        if not (host and pid.isdigit() and number.isdigit()):
+            raise refuse(f"{address!r} is not of the form inproc://HOST/PID/N")
+        if int(pid) != os.getpid():
+            raise refuse(f"{address!r} names a scheduler in another process (inproc:// "
+                         "reaches this process only)")
+        return text
+    if scheme not in _NETWORK_SCHEMES:  # a transport a plugin added: dask checks the rest
+        return text
+    try:
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        if ":" not in location.rsplit("]", 1)[-1]:
+            raise refuse(f"{address!r} has no port (dask's scheduler listens on 8786 by "
+                         "default)") from None
+        problem = "a port that is not a number" if "invalid literal" in str(error) else \
+            f"a malformed host or port ({error})"
+        raise refuse(f"{address!r} has {problem}") from None
+    if not host:
+        raise refuse(f"{address!r} names no host")
+    if not 0 < port < 2 ** 16:
+        raise refuse(f"{address!r} has port {port}, not in 1..65535")
+    if scheme in ("tls", "wss") and _tls_context() is None:
+        raise refuse(f"{address!r} needs a TLS configuration and dask has none: set "
+                     "distributed.comm.tls.ca-file, .client.cert and .client.key in dask's "
+                     "configuration (or DASK_DISTRIBUTED__COMM__TLS__CA_FILE and so on)")
+    return text
+
+
+def _tls_context() -> Any:
+    from distributed.security import Security
+
+    return Security().get_connection_args("client").get("ssl_context")
+
+
+def scheduler_timeout() -> float:
+    """Seconds to wait for a scheduler: ``SSMPDE_SCHEDULER_TIMEOUT``, else
+    :data:`SCHEDULER_TIMEOUT` or dask's ``distributed.comm.timeouts.connect`` if lower."""
+    text = os.environ.get("SSMPDE_SCHEDULER_TIMEOUT", "").strip()
+    if not text:
+        import dask
+        from dask.utils import parse_timedelta
+
+        try:
+            dask_seconds = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+        except (KeyError, TypeError, ValueError):
+            dask_seconds = None
+        return min(SCHEDULER_TIMEOUT, dask_seconds or SCHEDULER_TIMEOUT)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < 1e6:  # nan included
+        raise ValueError(f"SSMPDE_SCHEDULER_TIMEOUT must be a number of seconds in (0, 1e6), "
+                         f"got {text!r}")
+    return seconds
+
+
+def max_local_workers() -> tuple[int, str]:
+    """The most worker processes a local cluster may start here, and why.
+
+    One per core (each runs one batch at a time; more only share the cores), and no more
+    than the memory available holds at :data:`WORKER_BYTES` a worker (what its batches need
+    on top is checked against ``--max-memory`` by generate). Memory is what psutil reports
+    available, or dask's own limit for this machine (a cgroup or ``RLIMIT_RSS``) where that
+    is lower. 0 when not even one fits: a worker given less than its own footprint is
+    restarted by its nanny before it runs anything, for ever.
+    """
+    import psutil
+    from distributed.system import MEMORY_LIMIT
+
+    count = cores()
+    memory = min(psutil.virtual_memory().available, MEMORY_LIMIT)
+    most = min(count, memory // WORKER_BYTES)
+    why = (f"{count} core{'s' if count > 1 else ''}, {gib(memory)} of memory available at "
+           f"about {gib(WORKER_BYTES)} a worker")
+    return most, why
 
 
 def _refuse_store_in_progress(out: Path, overwrite: bool) -> None:
@@ -150,36 +300,167 @@ def _layout(solver: Solver, num_samples: int, run_config: dict[str, Any],
 
 
 @contextlib.contextmanager
-def dask_cluster(scheduler: str | Client, workers: int | None) -> Iterator[tuple[Client, int]]:
+def dask_cluster(scheduler: str | Client | None,
+                 workers: int | None) -> Iterator[tuple[Client, int]]:
     """A client of ``scheduler`` and the numba/FFTW threads one task may use.
+
+    ``scheduler`` and ``workers`` as :func:`ssmpde.solvers.generate.generate` takes them
+    (checked by :func:`check_cluster`: ``None`` with ``workers`` is a local cluster).
 
     A local cluster runs ``workers`` processes of one dask thread each (one batch at a time,
     no GIL contention), each batch allowed ``cores // workers`` threads for numba, FFTW and
-    BLAS. On an existing scheduler a batch uses one thread: start one worker process of one
-    dask thread per core there (``dask worker --nworkers N --nthreads 1``).
+    BLAS, and each worker an equal share of the memory available. Its worker processes ignore
+    Ctrl-C (this process stops them) and its log lines are silenced: its failures come back
+    as this package's errors. On an existing scheduler a batch uses one thread: start one
+    worker process of one dask thread per core there (``dask worker --nworkers N --nthreads
+    1``); it must answer within :func:`scheduler_timeout` seconds.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
+    scheduler, workers = check_cluster(scheduler, workers)
+    if scheduler is None:
+        raise ValueError("dask_cluster needs a scheduler or a number of workers")
     if not isinstance(scheduler, str):
         yield scheduler, 1
         return
     if scheduler == "local":
         threads = max(1, default_threads() // workers)
-        environment = {name: str(threads) for name in _THREAD_VARIABLES}
-        # dashboard_address=":0": any free port, so two runs (or another dask user) never clash.
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=":0", env=environment) as cluster, \
+        with _local_cluster(workers, threads) as cluster, \
                 Client(cluster, set_as_default=False) as client:
             yield client, threads
         return
-    try:
-        client = Client(scheduler, set_as_default=False)
-    except OSError as error:  # TimeoutError included
-        raise OSError(f"cannot reach the dask scheduler at {scheduler!r} ({error}): check the "
-                      "address, that `dask scheduler` runs there and that this machine reaches "
-                      "its port; or run a local cluster with --workers N") from None
-    with client:
+    with connect(scheduler) as client:
         yield client, 1
+
+
+@contextlib.contextmanager
+def _local_cluster(workers: int, threads: int) -> Iterator[Any]:
+    import dask
+    import psutil
+    from distributed import LocalCluster
+    from distributed.system import MEMORY_LIMIT
+
+    environment = {name: str(threads) for name in _THREAD_VARIABLES}
+    memory = min(psutil.virtual_memory().available, MEMORY_LIMIT)
+    # A task's memory is the solver's, never dask's own data: spilling and pausing would only
+    # stall a worker above 80 % for good (pausing is what let a run under a memory limit sit
+    # there restarting workers); past 95 % the nanny restarts it and, after dask's
+    # allowed-failures, the batch fails with a message (see _failure).
+    settings = {"distributed.worker.memory.target": False,
+                "distributed.worker.memory.spill": False,
+                "distributed.worker.memory.pause": False}
+    with dask.config.set(settings), _sigint_blocked():
+        # dashboard_address=":0": any free port, so two runs (or another dask user) never
+        # clash. silence_logs: the driver, scheduler, nannies and workers log nothing below
+        # CRITICAL; what goes wrong comes back as a task's error.
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0", env=environment,
+                               memory_limit=max(1, memory // workers),
+                               silence_logs=logging.CRITICAL)
+    with cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while a local cluster starts.
+
+    Its event-loop thread starts now and inherits the mask; so do the threads it starts and
+    the worker processes those spawn (a signal mask survives fork and exec), at the start and
+    at every restart. A Ctrl-C in a terminal, which goes to every process of the foreground
+    group, then reaches this process only: its workers print no KeyboardInterrupt
+    tracebacks, and this process stops them. A Ctrl-C while blocked is raised on unblocking.
+    """
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    # Started first: starting it (at a first spawn) unblocks SIGINT in the thread that spawns.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def connect(address: str, timeout: float | None = None) -> Iterator[Client]:
+    """A client of the dask scheduler at ``address``, closed on leaving.
+
+    The scheduler must answer a handshake within ``timeout`` seconds (default
+    :func:`scheduler_timeout`), asked by a thread of this module with a deadline: dask's own
+    client waits forever on a port where something listens but never answers, and one that
+    fails half-way blocks the interpreter's exit. ``OSError`` naming the address otherwise.
+    """
+    from distributed import Client
+
+    address = check_address(address)
+    seconds = scheduler_timeout() if timeout is None else timeout
+    _handshake(address, seconds)
+    try:
+        client = Client(address, set_as_default=False, timeout=seconds)
+    except OSError as error:  # TimeoutError included: it went away after the handshake
+        raise OSError(f"cannot reach the dask scheduler at {address!r} ({error}): "
+                      f"{_REACH_ADVICE}") from None
+    with client:
+        yield client
+
+
+_SCHEDULER_ADVICE = "give the address `dask scheduler` prints (tcp://HOST:8786 by default)"
+_REACH_ADVICE = ("check the address, that `dask scheduler` runs there and that this machine "
+                 "reaches its port; or run a local cluster with --workers N")
+
+
+def _handshake(address: str, seconds: float) -> None:
+    """Ask the scheduler at ``address`` who it is; errors name the address."""
+    import asyncio
+
+    from distributed.comm import connect as open_comm
+    from distributed.security import Security
+
+    outcome: dict[str, Any] = {}
+
+    async def identity() -> Any:
+        comm = await open_comm(address, timeout=seconds,
+                               **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await asyncio.wait_for(comm.read(), seconds)
+        finally:
+            comm.abort()
+
+    # dask's connect has its own deadline (its error says more than ours), the reply ours;
+    # the whole handshake a backstop of both.
+    backstop = 2 * seconds + 1
+
+    def ask() -> None:
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), backstop))
+        except BaseException as error:  # noqa: BLE001 - reported by the caller's thread
+            outcome["error"] = error
+
+    # A thread of its own: the caller may run an event loop (a notebook), and a daemon one:
+    # a name lookup stuck in the C library must not keep this process alive at exit.
+    asker = threading.Thread(target=ask, name="ssmpde scheduler handshake", daemon=True)
+    asker.start()
+    asker.join(backstop + 1)
+    error, reply = outcome.get("error"), outcome.get("reply")
+    if asker.is_alive() or isinstance(error, (TimeoutError, asyncio.TimeoutError)):
+        raise OSError(f"no dask scheduler answered at {address!r} within {seconds:g} s "
+                      f"(SSMPDE_SCHEDULER_TIMEOUT): {_REACH_ADVICE}")
+    if isinstance(error, OSError):
+        raise OSError(f"cannot reach the dask scheduler at {address!r} ({error}): "
+                      f"{_REACH_ADVICE}")
+    if error is not None:  # bytes that are no dask message, a transport that cannot load
+        raise OSError(f"{address!r} did not answer as a dask scheduler does "
+                      f"({type(error).__name__}: {error}): {_SCHEDULER_ADVICE}")
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        what = f"a dask {reply['type']}" if isinstance(reply, dict) and reply.get("type") \
+            else "something else"
+        raise OSError(f"{address!r} answered, but not as a dask scheduler (it is {what}): "
+                      f"{_SCHEDULER_ADVICE}")
 
 
 def _announce(client: Client, show: bool) -> None:
@@ -256,17 +537,88 @@ def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: di
     return stop - start
 
 
+class MemoryKills(logging.Handler):
+    """Counts the worker processes this process's nannies restart for exceeding their memory
+    limit (a local cluster's nannies run in the driver; a remote cluster's log elsewhere)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "memory budget" in record.getMessage():
+            self.count += 1
+
+    _LOGGER = "distributed.nanny.memory"
+
+    def __enter__(self) -> MemoryKills:
+        logging.getLogger(self._LOGGER).addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        logging.getLogger(self._LOGGER).removeHandler(self)
+
+
+def killed_workers(client: Any, kills: MemoryKills, wanted: float,
+                   what: str) -> tuple[type[Exception], str]:
+    """The class and one-line text of a task dask gave up on (``KilledWorker``).
+
+    ``wanted``: the bytes the task was estimated to need (0: no estimate); ``what``: the
+    option that sizes a task, for the advice (e.g. ``--batch-size``). MemoryError (a user
+    error) when this process's nannies restarted workers for memory, else RuntimeError.
+    """
+    import dask
+
+    from .generate import _size  # the one size formatter (generate imports this module)
+
+    deaths = int(dask.config.get("distributed.scheduler.allowed-failures", 3)) + 1
+    times = f"{deaths} time{'s' if deaths > 1 else ''}"
+    limit = _memory_limit(client)
+    limit = f" of {_size(limit)}" if limit else ""
+    need = (f"; it was estimated to need about {_size(wanted)} besides the worker's own "
+            f"~{_size(WORKER_BYTES)}" if wanted > 0 else "")
+    if kills.count:
+        return MemoryError, (
+            f"the worker running this task was restarted {times} for using more than its memory "
+            f"limit{limit} (dask gives up after distributed.scheduler.allowed-failures + 1)"
+            f"{need}: lower {what} or --workers, or give each worker more memory")
+    return RuntimeError, (
+        f"the worker process running this task died {times} (dask gives up after "
+        f"distributed.scheduler.allowed-failures + 1){need}: out of memory (a worker may use "
+        f"{limit.removeprefix(' of ') or 'its memory limit'}; lower {what}), or a crash in "
+        "compiled code?")
+
+
+def _memory_limit(client: Any) -> int:
+    """A worker's memory limit in bytes as the scheduler knows it, else as the nannies of
+    the client's local cluster (alive while their workers restart) do; 0 if unknown."""
+    try:
+        limits = [info.get("memory_limit") or 0
+                  for info in client.scheduler_info()["workers"].values()]
+        nannies = getattr(getattr(client, "cluster", None), "workers", {}) or {}
+        limits += [getattr(getattr(nanny, "memory_manager", None), "memory_limit", 0) or 0
+                   for nanny in nannies.values()]
+    except Exception:  # noqa: BLE001 - only the message's detail depends on it
+        return 0
+    return int(max(limits, default=0))
+
+
 def _failure(error: BaseException | _Failed, start: int, stop: int, out: Path,
-             progress: StoreProgress) -> Exception:
-    """The driver's error for a failed batch: the failing samples named, and how to resume."""
+             progress: StoreProgress, *,
+             deaths: tuple[type[Exception], str] | None = None) -> Exception:
+    """The driver's error for a failed batch: the failing samples named, and how to resume.
+
+    ``deaths``: the class and text for a batch whose workers kept dying
+    (:func:`killed_workers`), used when ``error`` is dask's ``KilledWorker``.
+    """
     if isinstance(error, _Failed):
         kind, text, worker_traceback = error.kind, error.message, error.traceback
     else:
         name = type(error).__name__
         kind, text, worker_traceback = _error_kind(error), f"{name}: {error}", ""
         if name == "KilledWorker":  # the scheduler gave up after allowed-failures deaths
-            kind, text = RuntimeError, (f"every worker process that ran them died ({error}): "
-                                        "out of memory, or a crash in compiled code?")
+            kind, text = deaths or (RuntimeError, "every worker process that ran them died: "
+                                    "out of memory, or a crash in compiled code?")
     rows = _DIVERGED_ROWS.search(text)
     if rows and rows[1].strip():
         samples = [start + int(row) for row in rows[1].split(",")]
@@ -350,6 +702,7 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
     payload = cloudpickle.dumps(solver)
     running: dict[str, tuple[Any, int, int]] = {}
     queue = as_completed(loop=client.loop)
+    per_sample = float(solver.bytes_per_sample())
     pace = _Pace(num_samples - record.samples_complete,
                  concurrency=sum(client.nthreads().values()))
     began = time.perf_counter()
@@ -368,37 +721,42 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
             running[future.key] = (future, start, stop)
             queue.add(future)
 
-    try:
-        submit()
-        for future in queue:
-            _, start, stop = running.pop(future.key)
-            try:
-                result = future.result()
-            except Exception as error:  # retries used up, or the workers kept dying
-                raise _failure(error, start, stop, out, record) from error
-            if isinstance(result, _Failed):
-                if result.full is not None:
-                    raise result.full
-                raise _failure(result, start, stop, out, record)
-            pace.batch_done(stop - start, time.perf_counter() - began)
-            # Recorded only now that the task has returned: its region is fully written.
-            record = record.with_complete(start, stop)
-            with disk_space(out):
-                update_store_progress(out, record)
-            bar.update(1)
+    with MemoryKills() as kills:
+        try:
             submit()
-    except KeyboardInterrupt:
-        raise _interrupted(record.samples_complete, num_samples, out) from None
-    except DiskFullError:
-        # The batches in flight end within moments on the same full disk; cancelling running
-        # tasks instead makes each worker log a warning after the one line of the error.
-        deadline = time.monotonic() + _SETTLE_SECONDS
-        for future, _, _ in running.values():
-            with contextlib.suppress(Exception):  # TimeoutError, or the batch's own error
-                future.result(timeout=max(0.0, deadline - time.monotonic()))
-        raise
-    finally:
-        bar.close()
-        if running:  # a failure or an interrupt: nothing more for this run
-            client.cancel([future for future, _, _ in running.values()])
+            for future in queue:
+                _, start, stop = running.pop(future.key)
+                try:
+                    result = future.result()
+                except Exception as error:  # retries used up, or the workers kept dying
+                    deaths = killed_workers(client, kills, (stop - start) * per_sample,
+                                            "--batch-size") \
+                        if type(error).__name__ == "KilledWorker" else None
+                    raise _failure(error, start, stop, out, record, deaths=deaths) from error
+                if isinstance(result, _Failed):
+                    if result.full is not None:
+                        raise result.full
+                    raise _failure(result, start, stop, out, record)
+                pace.batch_done(stop - start, time.perf_counter() - began)
+                # Recorded only now that the task has returned: its region is fully written.
+                record = record.with_complete(start, stop)
+                with disk_space(out):
+                    update_store_progress(out, record)
+                bar.update(1)
+                submit()
+        except KeyboardInterrupt:
+            raise _interrupted(record.samples_complete, num_samples, out) from None
+        except DiskFullError:
+            # The batches in flight end within moments on the same full disk; cancelling
+            # running tasks instead makes each worker log a warning after the one line of the
+            # error.
+            deadline = time.monotonic() + _SETTLE_SECONDS
+            for future, _, _ in running.values():
+                with contextlib.suppress(Exception):  # TimeoutError, or the batch's own error
+                    future.result(timeout=max(0.0, deadline - time.monotonic()))
+            raise
+        finally:
+            bar.close()
+            if running:  # a failure or an interrupt: nothing more for this run
+                client.cancel([future for future, _, _ in running.values()])
     return record
