@@ -613,14 +613,7 @@ def cluster_cases(f):
 
 
 def test_bad_cluster_input_table(files, capsys):
-    failures = []
-    for name, argv, words in cluster_cases(files):
-        try:
-            line = run_bad(argv, capsys, files["root"])
-            assert words in line, (name, line)
-        except AssertionError as error:
-            failures.append(f"{name}: {error}")
-    assert not failures, "\n".join(failures)
+    assert_table(cluster_cases(files), capsys, files["root"])
 
 
 def test_too_little_memory_for_one_worker_is_refused(files, capsys, monkeypatch):
