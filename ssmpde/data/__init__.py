@@ -77,6 +77,7 @@ from .outputs import (
     disk_usage,
     free_space,
     output_lock,
+    remove_output,
     remove_stale_temporaries,
 )
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
@@ -175,6 +176,7 @@ __all__ = [
     "open_dataset",
     "output_lock",
     "parse_boundary_conditions",
+    "remove_output",
     "remove_stale_temporaries",
     "roles_of",
     "sample_coordinate",

@@ -30,6 +30,7 @@ __all__ = [
     "disk_usage",
     "free_space",
     "output_lock",
+    "remove_output",
     "remove_stale_temporaries",
 ]
 
@@ -215,6 +216,13 @@ def _remove(path: pathlib.Path, *, settle: float = 5.0) -> None:
             return
         gone_before = gone
         time.sleep(0.02)
+
+
+def remove_output(path: str | os.PathLike) -> None:
+    """Delete an output ssmpde wrote (a file, or a directory such as a zarr store), for a run
+    that failed on its own input. Writes still landing after an interrupt or a cancelled
+    dask task (which may recreate files for a moment) are waited out, for a few seconds."""
+    _remove(pathlib.Path(os.fspath(path)))
 
 
 def _commit(tmp: pathlib.Path, target: pathlib.Path) -> None:

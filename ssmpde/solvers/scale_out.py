@@ -41,8 +41,8 @@ from .. import __version__
 from ..core import gib
 from ..data import (SAMPLE, ZARR_SUFFIXES, DatasetFileError, DiskFullError, StoreProgress,
                     check_output, create_store, disk_space, disk_usage, finish_store,
-                    open_dataset, output_lock, remove_stale_temporaries, store_progress,
-                    update_store_progress, write_store_region)
+                    open_dataset, output_lock, remove_output, remove_stale_temporaries,
+                    store_progress, update_store_progress, write_store_region)
 from ._batches import (_batch_dataset, _can_resume, _check_int, _history, _interrupted,
                        _missing, _Pace)
 from .base import Solver, SolverDivergedError
@@ -504,6 +504,9 @@ class _Failed:
     message: str
     traceback: str
     full: DiskFullError | None = None  # the store's disk filled up: no retry, one line
+    #: The solver failed on the run's own settings (a blow-up, a bad coefficient): the same
+    #: command fails the same way again, so the store is removed, not kept to resume.
+    own_input: bool = False
 
 
 def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: dict[str, Any],
@@ -525,7 +528,8 @@ def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: di
         ds = _batch_dataset(solver, seed, start, stop, run_config, history)
     except Exception as error:  # noqa: BLE001 - every solver error fails the run, unretried
         return _Failed(_error_kind(error), f"{type(error).__name__}: {error}",
-                       traceback.format_exc())
+                       traceback.format_exc(),
+                       own_input=isinstance(error, (ValueError, SolverDivergedError)))
     try:
         with disk_space(store):
             write_store_region(ds, store, run_id=run_id)
@@ -628,9 +632,14 @@ def _failure(error: BaseException | _Failed, start: int, stop: int, out: Path,
     else:
         head = (f"sample {start}" if stop - start == 1 else f"samples {start}..{stop - 1}") + \
             " failed"
-    failure = kind(f"{head}: {text}. The {progress.samples_complete} samples already complete "
-                   f"in '{out}' stay valid: rerun the same command to resume, or change the "
-                   "settings and pass --overwrite to start afresh")
+    if isinstance(error, _Failed) and error.own_input:
+        failure = kind(f"{head}: {text}. The same settings fail the same way again, so "
+                       f"'{out}' was removed: change the settings and run again")
+        failure.removes_output = True  # read by _generate_on_cluster, which removes it
+    else:
+        failure = kind(f"{head}: {text}. The {progress.samples_complete} samples already "
+                       f"complete in '{out}' stay valid: rerun the same command to resume, or "
+                       "change the settings and pass --overwrite to start afresh")
     if worker_traceback:
         failure.add_note(f"on the worker:\n{worker_traceback}")
     return failure
@@ -675,6 +684,12 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
             except DiskFullError as error:
                 done = store_progress(out)
                 raise disk.full(error, list(done.complete) if done else [], out) from None
+            except Exception as error:
+                # As in one process: a run that failed on its own input removes what it wrote
+                # (an interrupt, a full disk or a lost worker keeps the store to resume).
+                if getattr(error, "removes_output", False):
+                    remove_output(out)
+                raise
         with disk_space(out):
             finish_store(out)
     return open_dataset(out)

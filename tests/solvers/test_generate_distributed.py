@@ -114,6 +114,18 @@ class CountingNS(NavierStokes2D):
         return super().solve_batch(inputs, progress=progress)
 
 
+class CrashNS(NavierStokes2D):
+    """Navier-Stokes that crashes (not on its input: a RuntimeError, as a bug or a lost
+    library would) on its sample ``bad``."""
+
+    bad = -1
+
+    def sample_inputs(self, seed, indices):
+        if self.bad in indices:
+            raise RuntimeError(f"crashed on sample {self.bad}")
+        return super().sample_inputs(seed, indices)
+
+
 class BlowUpNS(NavierStokes2D):
     """Navier-Stokes whose sample ``bad`` starts a million times too strong: a real CFL
     blow-up of the solver, in that sample only."""
@@ -205,14 +217,36 @@ def test_a_worker_killed_inside_a_task_is_retried_and_the_data_are_the_same(tmp_
     assert set(client.run(os.getpid).values()) != workers_before
 
 
-def test_a_sample_that_blows_up_is_named_and_the_store_resumes(tmp_path, client, capsys):
+def test_a_sample_that_blows_up_is_named_and_its_store_removed(tmp_path, client, capsys):
+    """A blow-up is a failure of the run's own settings: they fail the same way again, so the
+    store goes (as the parts of a run in one process do) and the corrected command needs no
+    --overwrite. A crash that is not the input's (below: RuntimeError) keeps the store."""
     out = tmp_path / "ns.zarr"
     config = tiny("navier-stokes")
     solver = BlowUpNS(**config)
     solver.bad = 5
     with pytest.raises(SolverDivergedError, match=r"^sample 5 \(batch 4\.\.5\) failed: "
                                                   r"SolverDivergedError: .*non-finite.* in "
-                                                  r"sample 5: .*rerun the same command"):
+                                                  r"sample 5: .*was removed: change the "
+                                                  r"settings"):
+        generate(solver, num_samples=8, seed=4, batch_size=2, out=out, scheduler=client,
+                 progress=False)
+    assert sorted(os.listdir(tmp_path)) == []
+    fixed = generate("navier-stokes", num_samples=8, seed=4, batch_size=2, out=out,
+                     scheduler=client, progress=False, **config)
+    single = generate("navier-stokes", num_samples=8, seed=4, progress=False, **config)
+    assert_same_dataset(fixed, single)
+    fixed.close()
+    assert sorted(os.listdir(tmp_path)) == ["ns.zarr"]
+
+
+def test_a_crashed_store_is_kept_named_and_resumed(tmp_path, client, capsys):
+    out = tmp_path / "ns.zarr"
+    config = tiny("navier-stokes")
+    solver = CrashNS(**config)
+    solver.bad = 5
+    with pytest.raises(RuntimeError, match=r"^samples 4\.\.5 failed: RuntimeError: crashed "
+                                           r"on sample 5\. .*rerun the same command"):
         generate(solver, num_samples=8, seed=4, batch_size=2, out=out, scheduler=client,
                  progress=False)
     record = store_progress(out)
@@ -233,11 +267,11 @@ def test_a_sample_that_blows_up_is_named_and_the_store_resumes(tmp_path, client,
     # the in-process path does not silently continue it either
     with pytest.raises(FileExistsError, match="being written by a run on a dask cluster"):
         generate("navier-stokes", num_samples=8, seed=4, out=out, progress=False, **config)
-    # the same call with the fixed solver finishes it: the numbers of one process
+    # the same call without the crash finishes it: the numbers of one process
     resumed = generate("navier-stokes", num_samples=8, seed=4, batch_size=2, out=out,
                        scheduler=client, progress=False, **config)
     # (the store keeps the attributes of its layout: "source" names the class that made it)
-    single = generate(BlowUpNS(**config), num_samples=8, seed=4, progress=False)
+    single = generate(CrashNS(**config), num_samples=8, seed=4, progress=False)
     assert_same_dataset(resumed, single)
     resumed.close()
     assert sorted(os.listdir(tmp_path)) == ["ns.zarr"]
@@ -391,11 +425,11 @@ def test_an_unreachable_scheduler_is_one_clear_error(tmp_path, capsys):
 
 
 def test_a_store_of_another_config_or_not_ssmpde_is_refused(tmp_path, client):
-    blow = BlowUpNS(**tiny("navier-stokes"))
-    blow.bad = 2
+    crash = CrashNS(**tiny("navier-stokes"))
+    crash.bad = 2
     ns = tmp_path / "ns.zarr"
-    with pytest.raises(SolverDivergedError, match="sample 2"):
-        generate(blow, num_samples=4, batch_size=2, out=ns, scheduler=client, progress=False)
+    with pytest.raises(RuntimeError, match="sample 2"):
+        generate(crash, num_samples=4, batch_size=2, out=ns, scheduler=client, progress=False)
     with pytest.raises(ValueError, match="different configuration.*delete that store.*"
                                          r"--overwrite \(overwrite=True\)"):
         generate("navier-stokes", num_samples=4, seed=1, batch_size=2, out=ns,
