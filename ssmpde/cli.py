@@ -129,7 +129,8 @@ def _add_solver_parser(subparsers, name: str) -> None:
         "dask cluster (writes a zarr store batch by batch; see docs/scale-out.md)")
     cluster.add_argument("--workers", type=int, metavar="N",
                          help="start a local dask cluster of N worker processes, each "
-                              "running one batch at a time on cores // N numba/FFTW threads")
+                              "running one batch at a time on cores // N numba/FFTW threads "
+                              "(at most one a core, and as many as memory holds)")
     cluster.add_argument("--scheduler", metavar="ADDRESS",
                          help="'local', or the address of a running dask scheduler "
                               "(tcp://host:8786) whose workers share --out's file system")
@@ -240,7 +241,7 @@ def _build_parser() -> argparse.ArgumentParser:
                                           "(.png, .pdf, .svg)")
     rollout.add_argument("--workers", type=int, default=None,
                          help="parareal: run the fine slices on a local dask cluster of N "
-                              "processes")
+                              "processes (at most one a core, and as many as memory holds)")
     rollout.add_argument("--scheduler", help="parareal: address of a dask scheduler")
     rollout.add_argument("--data", help="dataset to start from (default: the training data)")
     rollout.add_argument("--samples", default="0", help="sample N or START:STOP (default 0)")
