@@ -20,10 +20,8 @@ import subprocess
 import sys
 import warnings
 
-import numpy as np
 import pytest
 import torch
-import xarray as xr
 from safetensors.torch import load_file
 
 from ssmpde.cli import main
@@ -34,6 +32,8 @@ from ssmpde.solvers import _batches, get_solver
 from ssmpde.solvers import generate as generate_function
 from ssmpde.surrogates import checkpoint
 from ssmpde.surrogates.train import TrainConfig, train
+
+from solvers.helpers import assert_same_dataset
 
 gen = importlib.import_module("ssmpde.solvers.generate")
 DARCY = dict(resolution=9, simulation_resolution=17)
@@ -69,17 +69,6 @@ def temporaries(root: pathlib.Path) -> list[str]:
     return sorted(str(p) for p in root.rglob("*") if ".tmp-" in p.name or p.name == ".pending"
                   or p.name.endswith(".partial"))
 
-
-def assert_same_dataset(a: xr.Dataset, b: xr.Dataset) -> None:
-    """Bit for bit: every variable's values, dtype and attributes; every global attribute
-    but the history, which carries the time of the run."""
-    assert set(a.variables) == set(b.variables)
-    for name in a.variables:
-        assert a[name].dtype == b[name].dtype, name
-        np.testing.assert_array_equal(a[name].values, b[name].values)
-        assert a[name].attrs == b[name].attrs, name
-    assert {k: v for k, v in a.attrs.items() if k != "history"} == \
-        {k: v for k, v in b.attrs.items() if k != "history"}
 
 
 class FullDisk:

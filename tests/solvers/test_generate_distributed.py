@@ -18,7 +18,6 @@ import uuid
 import dask
 import numpy as np
 import pytest
-import xarray as xr
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +28,8 @@ from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.base import SolverDivergedError, get_solver_class
 from ssmpde.solvers.darcy import Darcy
 from ssmpde.solvers.navier_stokes import NavierStokes2D
+
+from .helpers import assert_same_dataset
 
 distributed = pytest.importorskip("distributed")
 
@@ -50,20 +51,6 @@ def client():
             distributed.Client(cluster, set_as_default=False) as client:
         yield client
 
-
-def assert_same_dataset(a: xr.Dataset, b: xr.Dataset, *, history: bool = False) -> None:
-    """Bit for bit: every variable's values, dtype and attributes, every global attribute
-    (the history line, which carries the time of the run, only with ``history``)."""
-    assert set(a.variables) == set(b.variables)
-    assert dict(a.sizes) == dict(b.sizes)
-    for name in a.variables:
-        assert a[name].dtype == b[name].dtype, name
-        assert a[name].dims == b[name].dims, name
-        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
-        assert a[name].attrs == b[name].attrs, name
-    skip = set() if history else {"history"}
-    assert {k: v for k, v in a.attrs.items() if k not in skip} == \
-        {k: v for k, v in b.attrs.items() if k not in skip}
 
 
 def tiny(equation: str) -> dict:

@@ -13,13 +13,13 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
-import xarray as xr
 
 from ssmpde.data import OutputLockedError, open_dataset
 from ssmpde.solvers import generate, get_solver
 from ssmpde.solvers.generate import parts_directory
+
+from .helpers import assert_same_dataset
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DARCY = dict(resolution=9, simulation_resolution=17)
@@ -52,16 +52,6 @@ def finish(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
         _, stderr = process.communicate()
         pytest.fail(f"the subprocess ran past {timeout} s and was killed: {stderr[-2000:]}")
 
-
-def assert_same_dataset(a: xr.Dataset, b: xr.Dataset) -> None:
-    """Bit for bit: every variable's values and dtype, every attribute but the history."""
-    assert set(a.variables) == set(b.variables)
-    for name in a.variables:
-        assert a[name].dtype == b[name].dtype, name
-        np.testing.assert_array_equal(a[name].values, b[name].values)
-        assert a[name].attrs == b[name].attrs, name
-    assert {k: v for k, v in a.attrs.items() if k != "history"} == \
-        {k: v for k, v in b.attrs.items() if k != "history"}
 
 
 def leftovers(directory: pathlib.Path) -> list[str]:
