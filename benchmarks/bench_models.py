@@ -40,10 +40,10 @@ Times are the process's CPU time by default (``--clock cpu``): on one thread tha
 wall time of a quiet machine, and other jobs on a shared one disturb it far less than the
 wall clock (``--clock wall``).
 
-Budget: the full run took 268 s on 2 shared cores (load average about 2; 405 s at 3-5), with
-inductor's on-disk cache warm (a cold one adds 30-70 s per compiled preset). Calls slower than ``--single-above``
-seconds at their warm-up are timed in one round instead of ``--repeats``; forward + backward
-is skipped where three times the forward exceeds ``--max-call`` seconds, and a whole batch
+Budget: the full run took 268 s on 2 shared cores (load average about 2; 405 s at 3-5; 552 s
+with ``--baseline``), with inductor's on-disk cache warm (a cold one adds 30-70 s per compiled
+preset). Calls slower than ``--single-above`` seconds at their warm-up are timed in one
+round instead of ``--repeats``; forward + backward is skipped where three times the forward exceeds ``--max-call`` seconds, and a whole batch
 where its forward, extrapolated from the previous batch, exceeds ``--max-forward`` seconds
 (the biggest presets at batch 16; the JSON says what was skipped and why). The machine's
 load average is recorded before and after.
@@ -60,7 +60,6 @@ import contextlib
 import math
 import os
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -75,6 +74,7 @@ from benchmarks.common import (
     header,
     import_revision,
     interleaved,
+    sampled,
     seconds,
     table_row,
     when,
@@ -238,21 +238,13 @@ def peak_rss(result: dict):
 
     process = psutil.Process()
     base = process.memory_info().rss
-    peak, done = [base], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], process.memory_info().rss)
-            time.sleep(0.001)
-
-    watcher = threading.Thread(target=sample, daemon=True)
-    watcher.start()
+    samples: list = []
     try:
-        yield
+        with sampled(lambda: process.memory_info().rss, 0.001) as samples:
+            yield
     finally:
-        done.set()
-        watcher.join()
-        result["mib"] = max(0.0, (max(peak[0], process.memory_info().rss) - base) / 2 ** 20)
+        peak = max([base, *samples, process.memory_info().rss])
+        result["mib"] = max(0.0, (peak - base) / 2 ** 20)
 
 
 def calls_for(model, x, compiled=None) -> dict:

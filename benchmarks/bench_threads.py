@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import RESULTS, header, interleaved, table_row, when, write
+from benchmarks.common import RESULTS, header, interleaved, sampled, table_row, when, write
 
 #: The data, the surrogate and the rollout; ``--quick`` uses QUICK.
 FULL = {"data": dict(preset="lpsda", viscosity=0.1, final_time=1.0), "samples": 16,
@@ -112,25 +112,11 @@ def runnable_sampler(result: dict):
     """Sample :func:`running` every 0.1 s during the block: ``result["runnable"]`` is the
     mean (this process included), a measure of the load during a phase too short for the
     one-minute load average."""
-    import threading
-    import time
-
-    samples, done = [], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            value = running()
-            if value is not None:
-                samples.append(value)
-            time.sleep(0.1)
-
-    watcher = threading.Thread(target=sample, daemon=True)
-    watcher.start()
+    samples: list = []
     try:
-        yield
+        with sampled(running, 0.1) as samples:
+            yield
     finally:
-        done.set()
-        watcher.join()
         result["runnable"] = round(sum(samples) / len(samples), 2) if samples else None
 
 

@@ -114,6 +114,31 @@ def fixed_threads(count: int | None) -> Iterator[None]:
             torch.set_num_threads(previous[1])
 
 
+@contextlib.contextmanager
+def sampled(probe: Callable[[], Any], interval: float) -> Iterator[list]:
+    """Call ``probe`` every ``interval`` seconds on a thread during the block; the yielded
+    list holds every value that was not None (complete once the block has ended)."""
+    import threading
+
+    samples: list = []
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            value = probe()
+            if value is not None:
+                samples.append(value)
+            time.sleep(interval)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        watcher.join()
+
+
 @dataclass
 class Timings:
     """What :func:`interleaved` measured: every round's seconds per call, the last results."""
