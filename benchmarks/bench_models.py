@@ -42,11 +42,11 @@ wall clock (``--clock wall``).
 
 Budget: the full run took 268 s on 2 shared cores (load average about 2; 405 s at 3-5; 552 s
 with ``--baseline``), with inductor's on-disk cache warm (a cold one adds 30-70 s per compiled
-preset). Calls slower than ``--single-above`` seconds at their warm-up are timed in one
-round instead of ``--repeats``; forward + backward is skipped where three times the forward exceeds ``--max-call`` seconds, and a whole batch
-where its forward, extrapolated from the previous batch, exceeds ``--max-forward`` seconds
-(the biggest presets at batch 16; the JSON says what was skipped and why). The machine's
-load average is recorded before and after.
+preset). Calls slower than ``--single-above`` seconds at their warm-up are timed in one round
+instead of ``--repeats``; forward + backward is skipped where three times the forward exceeds
+``--max-call`` seconds, and a whole batch where its forward, extrapolated from the previous
+batch, exceeds ``--max-forward`` seconds (the biggest presets at batch 16; the JSON says what
+was skipped and why). The machine's load average is recorded before and after.
 
     python -m benchmarks.bench_models            # writes benchmarks/results/models.json
     python -m benchmarks.bench_models --baseline 67fb60f   # with the before-state side by side
