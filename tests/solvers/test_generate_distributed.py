@@ -266,8 +266,9 @@ def test_a_crashed_store_is_kept_named_and_resumed(tmp_path, client, capsys):
 
 def kill_driver_mid_run(tmp_path, cluster_flags, capsys):
     """Start `ssmpde generate ... --out ns.zarr` with ``cluster_flags`` in a subprocess; once
-    three batches are recorded, check that a second writer is locked out and that `ssmpde
-    info` reads the store, then SIGKILL the driver. Returns (store, its processes)."""
+    three batches are recorded, stop it (SIGSTOP), check that a second writer is locked out
+    and that `ssmpde info` reads the store, then SIGKILL the driver. Returns (store, its
+    processes)."""
     psutil = pytest.importorskip("psutil")
     out = tmp_path / "ns.zarr"
     command = [sys.executable, "-m", "ssmpde.cli", "generate", "navier-stokes", "--samples",
@@ -287,6 +288,10 @@ def kill_driver_mid_run(tmp_path, cluster_flags, capsys):
                 break
             time.sleep(0.02)
         assert driver.poll() is None and record is not None, log.read_text()[-3000:]
+        # Stopped, not yet killed: it keeps its lock and its store in progress for the checks
+        # below, and cannot record the remaining batches meanwhile (under load it used to
+        # finish the run before the SIGKILL came).
+        driver.send_signal(signal.SIGSTOP)
         # While it runs: a second writer of the same store fails at once on the lock ...
         begin = time.perf_counter()
         with pytest.raises(OutputLockedError, match=f"PID {driver.pid}\\b"):
