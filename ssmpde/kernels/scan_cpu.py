@@ -27,8 +27,8 @@ Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
 * Speed: every kernel works on a block of up to 128 channels of one (batch, group) at a time,
   channel-last, so its innermost loops run over contiguous, independent channels that LLVM
   vectorises at full width whatever the state size (B_l, C_l are scalars there). Those loops
-  hold no libm call (Ā uses :func:`_exp`, an inlined polynomial exp within 1.1 ulp)
-  and their sums may be reassociated (``fastmath`` without nnan/ninf). The per-position
+  hold no libm call (Ā = 2^(Δ A log2 e) uses :func:`_exp2`, an inlined polynomial within
+  1 ulp that takes fewer operations than the exp of :func:`_exp`) and their sums may be reassociated (``fastmath`` without nnan/ninf). The per-position
   softplus has a vectorisable log1p of its own (:func:`_softplus_kernel`); the sigmoids of
   the backward are torch's (:func:`_step_grads`).
   (A first version vectorised over ``state`` instead; at state 16 LLVM's unrolled vector body
@@ -168,6 +168,97 @@ def _exp_overload(x):  # pragma: no cover
     return impl
 
 
+@intrinsic
+def _float_as_bits(typingctx, x):  # pragma: no cover
+    """Reinterpret a float32 / float64 as int32 / int64 (the inverse of :func:`_bits_as_float`)."""
+    if x == types.float32:
+        ret = types.int32
+    elif x == types.float64:
+        ret = types.int64
+    else:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(ret))
+
+    return ret(x), codegen
+
+
+def _exp2(x):  # pragma: no cover
+    """2^x for float32 / float64 scalars. In numba kernels the polynomial of
+    :func:`_exp2_overload`; from Python, NumPy's exp2."""
+    return np.exp2(x)
+
+
+def _exp2_constants(dtype, mantissa_bits, bias, coeffs):
+    """(low, high, shifter, exponent offset, coefficients) of :func:`_exp2_overload`.
+
+    Adding the shifter 1.5 · 2^m (m mantissa bits) to |x| < 2^(m-1) rounds x to the nearest
+    integer k in the shifter's last bits, so ``bits(x + shifter) + offset`` is k + bias, the
+    exponent field of 2^k. x is clamped to [1 − bias, bias + 1]: 2^k stays a normal number
+    down to the smallest normal (2^(1-bias), the result below it, an absolute error under
+    1.2e-38 in float32 and 2.3e-308 in float64), and k = bias + 1 is the all-ones exponent,
+    +inf.
+    """
+    shifter = dtype(1.5 * 2.0 ** mantissa_bits)
+    bits = int(np.array([shifter]).view(np.int32 if dtype == np.float32 else np.int64)[0])
+    return (dtype(1 - bias), dtype(bias + 1), shifter, bias - bits,
+            tuple(dtype(c) for c in coeffs))
+
+
+# 2^f on |f| ≤ 1/2. float32: degree 6 fitted by least squares of the relative error at 4000
+# Chebyshev nodes (1.6e-8 relative with the float32 coefficients); float64: Taylor's
+# ln2^i / i!, remainder 4e-18 at degree 13.
+_EXP2_32 = _exp2_constants(np.float32, 23, 127,
+                           (1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928,
+                            0.009618519805371761, 0.0013399859890341759,
+                            0.00015337577497120947))
+_EXP2_64 = _exp2_constants(np.float64, 52, 1023,
+                           [math.log(2.0) ** i / math.factorial(i) for i in range(14)])
+
+
+@overload(_exp2, jit_options={"fastmath": {"contract"}})  # no reassoc: keeps the shifter
+def _exp2_overload(x):  # pragma: no cover
+    """2^x = 2^k · 2^f with k = round(x) by the shifter and f = x − k ∈ [−1/2, 1/2].
+
+    Fewer operations than :func:`_exp` (no range reduction by ln 2, no float-to-int
+    conversion, two clamps instead of four selects): the Ā of the state loops, which take
+    A log2(e) so that Ā = exp(Δ A) = 2^(Δ A log2 e). NaN propagates; x ≥ bias + 1/2 gives
+    +inf (2^x ≥ 2^(bias + 1/2) is within a factor √2 of the largest float), x below
+    1 − bias gives the smallest normal.
+    """
+    if not isinstance(x, types.Float):
+        return None
+    if x.bitwidth == 32:
+        low, high, shifter, offset, c = _EXP2_32
+        c0, c1, c2, c3, c4, c5, c6 = c
+        offset, shift = np.int32(offset), np.int32(23)
+
+        def impl(x):
+            xc = low if x < low else x
+            xc = high if xc > high else xc
+            t = xc + shifter
+            f = xc - (t - shifter)
+            r = (((((c6 * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
+            return r * _bits_as_float(np.int32((_float_as_bits(t) + offset) << shift))
+
+        return impl
+    low, high, shifter, offset, c = _EXP2_64
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = c
+    offset, shift = np.int64(offset), np.int64(52)
+
+    def impl(x):
+        xc = low if x < low else x
+        xc = high if xc > high else xc
+        t = xc + shifter
+        f = xc - (t - shifter)
+        r = ((((((c13 * f + c12) * f + c11) * f + c10) * f + c9) * f + c8) * f + c7) * f + c6
+        r = (((((r * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
+        return r * _bits_as_float(np.int64((_float_as_bits(t) + offset) << shift))
+
+    return impl
+
+
 def _log1p_unit(t):  # pragma: no cover
     """log(1 + t) for t in [0, 1] (float32 / float64 scalars). In numba kernels the
     vectorisable series of :func:`_log1p_unit_overload`; from Python, NumPy's log1p."""
@@ -241,12 +332,13 @@ def _block(task, groups, blocks, channels_per_group, width):  # pragma: no cover
 
 
 @numba.njit(cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
+def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, R, b, g, first, stop,
                       dtu, y):  # pragma: no cover
     """One scan step for a channel block: h_next = Ā h_prev + Δ B u (Ā kept in ``a_out`` if
     it has rows), and y = Σ_n (C h_next − R Δ B u) accumulated into ``y`` (zeroed here).
-    ``h_prev`` and ``h_next`` must be different arrays (see :func:`_scan_1d_forward`)."""
-    state = A.shape[0]
+    ``A2`` is A log2(e), so that Ā = 2^(Δ A2) (:func:`_exp2`). ``h_prev`` and ``h_next``
+    must be different arrays (see :func:`_scan_1d_forward`)."""
+    state = A2.shape[0]
     width = stop - first
     u_row = u[b, l, first:stop]
     dt_row = dts[b, l, first:stop]
@@ -257,14 +349,14 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A, Bt, Ct, R, b, g, firs
     for n in range(state):
         bn = Bt[b, g, l, n]
         cn = Ct[b, g, l, n]
-        a_row = A[n, first:stop]
+        a_row = A2[n, first:stop]
         r_row = R[n, first:stop]
         hp = h_prev[n]
         hn = h_next[n]
         if keep_a:
             a_keep = a_out[n]
             for c in range(width):
-                a = _exp(dt_row[c] * a_row[c])
+                a = _exp2(dt_row[c] * a_row[c])
                 a_keep[c] = a
                 bx = dtu[c] * bn
                 hv = a * hp[c] + bx
@@ -272,7 +364,7 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A, Bt, Ct, R, b, g, firs
                 y[c] += cn * hv - r_row[c] * bx
         else:
             for c in range(width):
-                a = _exp(dt_row[c] * a_row[c])
+                a = _exp2(dt_row[c] * a_row[c])
                 bx = dtu[c] * bn
                 hv = a * hp[c] + bx
                 hn[c] = hv
@@ -280,10 +372,10 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A, Bt, Ct, R, b, g, firs
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels_per_group,
+def _scan_1d_forward(u, dts, A2, Bt, Ct, D, R, gate, h0, has_z, reverse, channels_per_group,
                      width, chunk, out, last_state, saved, y_pre):  # pragma: no cover
     """Forward 1D scan. ``u, dts, gate, out: [b, length, d]`` (Δ and silu(z) from
-    :func:`_steps`), ``A, R: [state, d]``, ``Bt, Ct: [b, g, length, state]``,
+    :func:`_steps`), ``A2, R: [state, d]`` (A2 = A log2 e), ``Bt, Ct: [b, g, length, state]``,
     ``h0, last_state: [b, d, state]``.
 
     For the backward, if ``saved`` has rows: the state before every ``chunk``-th position
@@ -292,7 +384,7 @@ def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels
     """
     batch, length, channels = u.shape
     groups = Bt.shape[1]
-    state = A.shape[0]
+    state = A2.shape[0]
     blocks = -(-channels_per_group // width)
     keep = saved.shape[0] > 0
     no_a = np.empty((0, 0), u.dtype)
@@ -313,7 +405,7 @@ def _scan_1d_forward(u, dts, A, Bt, Ct, D, R, gate, h0, has_z, reverse, channels
             l = length - 1 - p if reverse else p
             if keep and p % chunk == 0:
                 saved[b, p // chunk, :, first:stop] = h
-            _scan_1d_position(l, h, h_next, no_a, u, dts, A, Bt, Ct, R, b, g, first, stop, dtu,
+            _scan_1d_position(l, h, h_next, no_a, u, dts, A2, Bt, Ct, R, b, g, first, stop, dtu,
                               y)
             h, h_next = h_next, h
             u_row = u[b, l, first:stop]
@@ -345,7 +437,7 @@ def _gate_adjoint(do_row, y_row, z_row, s_row, dz_row, dy_row):  # pragma: no co
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout, dlast,
+def _scan_1d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, dout, dlast,
                       delta_softplus, has_z, reverse, channels_per_group, width, chunk,
                       du, ddelta, dz, dh0, dA_part, dR_part, dD_part, dB_part,
                       dC_part):  # pragma: no cover
@@ -393,7 +485,7 @@ def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
             hs[0] = saved[b, j, :, first:stop]
             for p in range(p0, p1):
                 l = length - 1 - p if reverse else p
-                _scan_1d_position(l, hs[p - p0], hs[p - p0 + 1], a_bar[p - p0], u, dts, A,
+                _scan_1d_position(l, hs[p - p0], hs[p - p0 + 1], a_bar[p - p0], u, dts, A2,
                                   Bt, Ct, R, b, g, first, stop, dtu, y)
             for p in range(p1 - 1, p0 - 1, -1):
                 l = length - 1 - p if reverse else p
@@ -462,13 +554,14 @@ def _scan_1d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
 
 
 @numba.njit(cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
+def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A2, Bt, Ct, R, b, g, first, stop,
                  g_run, dtu, ys):  # pragma: no cover
     """Row i of the 2D scan for a channel block: g runs along the row (carried in ``g_run``),
-    h_row[j] = Ā h_up[j] + g; g is kept in ``g_out`` if it has rows; ys[j] gets Σ_n (C h − R x̄) (without D u).
-    ``h_up`` and ``h_row`` must be different arrays (see :func:`_scan_1d_forward`)."""
+    h_row[j] = Ā h_up[j] + g; g is kept in ``g_out`` if it has rows; ys[j] gets Σ_n (C h − R x̄)
+    (without D u). ``A2`` is A log2(e) (see :func:`_scan_1d_position`). ``h_up`` and
+    ``h_row`` must be different arrays (see :func:`_scan_1d_forward`)."""
     width = u.shape[2]
-    state = A.shape[0]
+    state = A2.shape[0]
     w = stop - first
     keep = g_out.shape[0] > 0
     g_run[:, :] = 0
@@ -482,7 +575,7 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
         for n in range(state):
             bn = Bt[b, g, i, j, n]
             cn = Ct[b, g, i, j, n]
-            a_row = A[n, first:stop]
+            a_row = A2[n, first:stop]
             r_row = R[n, first:stop]
             gr = g_run[n]
             hu = h_up[j, n]
@@ -490,7 +583,7 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
             if keep:
                 g_keep = g_out[j, n]
                 for c in range(w):
-                    a = _exp(dt_row[c] * a_row[c])
+                    a = _exp2(dt_row[c] * a_row[c])
                     bx = dtu[c] * bn
                     gv = a * gr[c] + bx
                     gr[c] = gv
@@ -500,7 +593,7 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
                     y[c] += cn * hv - r_row[c] * bx
             else:
                 for c in range(w):
-                    a = _exp(dt_row[c] * a_row[c])
+                    a = _exp2(dt_row[c] * a_row[c])
                     bx = dtu[c] * bn
                     gv = a * gr[c] + bx
                     gr[c] = gv
@@ -510,10 +603,10 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A, Bt, Ct, R, b, g, first, stop,
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, width, chunk,
+def _scan_2d_forward(u, dts, A2, Bt, Ct, D, R, gate, has_z, channels_per_group, width, chunk,
                      out, saved, y_pre):  # pragma: no cover
     """Forward 2D scan in one row-major sweep, h carried per column. ``u, dts, gate, out:
-    [b, H, W, d]``, ``A, R: [state, d]``, ``Bt, Ct: [b, g, H, W, state]``.
+    [b, H, W, d]``, ``A2, R: [state, d]`` (A2 = A log2 e), ``Bt, Ct: [b, g, H, W, state]``.
 
     For the backward, if ``saved`` has rows: the column states h before every ``chunk``-th
     row into ``saved: [b, H / chunk, W, state, d]`` and, with z, the output before the gate
@@ -521,7 +614,7 @@ def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, w
     """
     batch, height, grid_width, channels = u.shape
     groups = Bt.shape[1]
-    state = A.shape[0]
+    state = A2.shape[0]
     blocks = -(-channels_per_group // width)
     keep = saved.shape[0] > 0
     none = np.empty((0, 0, 0), u.dtype)
@@ -537,7 +630,7 @@ def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, w
         for i in range(height):
             if keep and i % chunk == 0:
                 saved[b, i // chunk, :, :, first:stop] = h_col
-            _scan_2d_row(i, h_col, h_next, none, u, dts, A, Bt, Ct, R, b, g, first, stop,
+            _scan_2d_row(i, h_col, h_next, none, u, dts, A2, Bt, Ct, R, b, g, first, stop,
                          g_run, dtu, ys)
             h_col, h_next = h_next, h_col
             for j in range(grid_width):
@@ -557,7 +650,7 @@ def _scan_2d_forward(u, dts, A, Bt, Ct, D, R, gate, has_z, channels_per_group, w
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
+def _scan_2d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
                       delta_softplus, has_z, channels_per_group, width, chunk, du, ddelta, dz,
                       dA_part, dR_part, dD_part, dB_part, dC_part):  # pragma: no cover
     """Backward 2D scan; derivation in :func:`_scan_2d_backward_op`, layouts as in
@@ -598,7 +691,7 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
             i1 = min(i0 + chunk, height)
             hs[0] = saved[b, m, :, :, first:stop]
             for i in range(i0, i1):
-                _scan_2d_row(i, hs[i - i0], hs[i - i0 + 1], gs[i - i0], u, dts, A, Bt, Ct, R,
+                _scan_2d_row(i, hs[i - i0], hs[i - i0 + 1], gs[i - i0], u, dts, A2, Bt, Ct, R,
                              b, g, first, stop, g_run, dtu, ys)
             for i in range(i1 - 1, i0 - 1, -1):
                 dg_run[:, :] = zero
@@ -626,6 +719,7 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
                         bn = Bt[b, g, i, j, n]
                         cn = Ct[b, g, i, j, n]
                         a_row = A[n, first:stop]
+                        a2_row = A2[n, first:stop]
                         r_row = R[n, first:stop]
                         hu = h_up[n]
                         hh = h_here[n]
@@ -638,7 +732,7 @@ def _scan_2d_backward(u, dts, dsp, A, Bt, Ct, D, R, z, zsig, y_pre, saved, dout,
                         dc_sum = zero
                         for c in range(w):
                             dy = dy_row[c]
-                            a = _exp(dt_row[c] * a_row[c])  # recomputed: cheaper than stored
+                            a = _exp2(dt_row[c] * a2_row[c])  # recomputed: cheaper than stored
                             dhn = dhc[c] + cn * dy
                             dgn = dgr[c] + dhn
                             dbx = dgn - r_row[c] * dy
@@ -718,7 +812,7 @@ def _channel_first(x):
 def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
     """Cast to the compute dtype and lay out for the kernels; neutral values for absent inputs.
 
-    u, delta, z become channel-last, A and R ``[state, channel]``, B and C
+    u, delta, z become channel-last, A, A log2 e ("A2") and R ``[state, channel]``, B and C
     ``[batch, groups, *space, state]``. D = 0, R = 0 and delta_bias = 0 change nothing in
     the scan; only z needs a flag, with a dummy array so that one compiled signature serves
     both cases.
@@ -729,6 +823,9 @@ def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
         "u": _channel_last(u, dtype),
         "delta": _channel_last(delta, dtype),
         "A": _prepare(A.T, dtype),
+        # Ā = 2^(Δ A log2 e) in the state loops (:func:`_exp2`); the product is formed in
+        # float64, so A2 is A log2 e correctly rounded.
+        "A2": _prepare(A.T.detach().double() * (1.0 / math.log(2.0)), dtype),
         "B": _state_last(B, spatial, dtype),
         "C": _state_last(C, spatial, dtype),
         "D": _prepare(D, dtype) if D is not None else torch.zeros(channels, dtype=dtype),
@@ -930,7 +1027,7 @@ def _scan_1d(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Ten
                  np_dtype)
     y_pre = _nan((batch, length, channels) if keep and z is not None else (0, 0, 0), np_dtype)
     dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
-    _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
+    _scan_1d_forward(t["u"].numpy(), dts.numpy(), t["A2"].numpy(), t["B"].numpy(),
                      t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(), h0.numpy(),
                      z is not None, bool(reverse), cpg, width, chunk, out, last, saved, y_pre)
     return (_channel_first(out).to(u.dtype), torch.from_numpy(last).to(u.dtype),
@@ -1006,7 +1103,8 @@ def _scan_1d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     dB_part = _nan((batch, groups, blocks, length, state), np_dtype)
     dC_part = _nan((batch, groups, blocks, length, state), np_dtype)
     dsp, zsig = _step_grads(x, t["z"], delta_softplus)
-    _scan_1d_backward(t["u"].numpy(), dts.numpy(), dsp, t["A"].numpy(), t["B"].numpy(),
+    _scan_1d_backward(t["u"].numpy(), dts.numpy(), dsp, t["A"].numpy(), t["A2"].numpy(),
+                      t["B"].numpy(),
                       t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), t["z"].numpy(), zsig,
                       y_pre.numpy(), saved.numpy(), _channel_last(dout, dtype).numpy(),
                       _prepare(dlast, dtype).numpy(), delta_softplus, has_z, reverse, cpg,
@@ -1070,7 +1168,7 @@ def _scan_2d(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Ten
     y_pre = _nan((batch, height, width, channels) if keep and z is not None
                  else (0, 0, 0, 0), np_dtype)
     dts, gate = _steps(t["delta"], t["delta_bias"], delta_softplus, t["z"])
-    _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A"].numpy(), t["B"].numpy(),
+    _scan_2d_forward(t["u"].numpy(), dts.numpy(), t["A2"].numpy(), t["B"].numpy(),
                      t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), gate.numpy(),
                      z is not None, cpg, block, chunk, out, saved, y_pre)
     return (_channel_first(out).to(u.dtype), torch.from_numpy(saved),
@@ -1143,7 +1241,8 @@ def _scan_2d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     dB_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
     dC_part = _nan((batch, groups, blocks, height, width, state), np_dtype)
     dsp, zsig = _step_grads(x, t["z"], delta_softplus)
-    _scan_2d_backward(t["u"].numpy(), dts.numpy(), dsp, t["A"].numpy(), t["B"].numpy(),
+    _scan_2d_backward(t["u"].numpy(), dts.numpy(), dsp, t["A"].numpy(), t["A2"].numpy(),
+                      t["B"].numpy(),
                       t["C"].numpy(), t["D"].numpy(), t["R"].numpy(), t["z"].numpy(), zsig,
                       y_pre.numpy(), saved.numpy(), _channel_last(dout, dtype).numpy(),
                       delta_softplus, has_z, cpg, block, chunk, du, ddelta, dz, dA_part,

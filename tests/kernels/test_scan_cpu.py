@@ -624,6 +624,49 @@ def test_inlined_exp_within_an_ulp(dtype, low, high, data):
     assert ulps.max() <= 1.1
 
 
+@numba.njit
+def _exp2_each(x, out):
+    for i in range(x.size):
+        out[i] = scan_cpu._exp2(x[i])
+
+
+@pytest.mark.parametrize("dtype, low, high", [(np.float32, -126.0, 127.49),
+                                              (np.float64, -1022.0, 1023.49)],
+                         ids=["float32", "float64"])
+@settings(max_examples=30)
+@given(data=st.data())
+def test_inlined_exp2_within_an_ulp(dtype, low, high, data):
+    # Ā = 2^(Δ A log2 e) of the state loops against the exact 2^x (long double), in units in
+    # the last place, from the smallest normal to just below the overflow band, and densely
+    # where Δ A log2 e lives (small and negative).
+    wide = data.draw(st.lists(st.floats(low, high), min_size=1, max_size=200))
+    near = data.draw(st.lists(st.floats(-3.0, 0.0), min_size=1, max_size=200))
+    x = np.array(wide + near, dtype=dtype)
+    out = np.empty_like(x)
+    _exp2_each(x, out)
+    exact = np.exp2(x.astype(np.longdouble))
+    ulps = np.abs(out - exact) / np.spacing(exact.astype(dtype)).astype(np.longdouble)
+    assert ulps.max() <= 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_inlined_exp2_edges(dtype):
+    # Below the smallest normal: that normal (an absolute error under 1.2e-38 / 2.3e-308);
+    # from bias + 1/2 up: +inf; NaN stays NaN; integers are exact powers of two.
+    info = np.finfo(dtype)
+    bias = 127 if dtype == np.float32 else 1023
+    x = np.array([-np.inf, -1e4, -bias - 5.0, bias + 0.5, bias + 1.0, 1e4, np.inf, np.nan],
+                 dtype=dtype)
+    out = np.empty_like(x)
+    _exp2_each(x, out)
+    assert (out[:3] == info.smallest_normal).all()
+    assert np.isposinf(out[3:7]).all() and np.isnan(out[7])
+    k = np.arange(1 - bias, bias + 1, dtype=dtype)
+    powers = np.empty_like(k)
+    _exp2_each(k, powers)
+    np.testing.assert_array_equal(powers, np.ldexp(dtype(1), k.astype(int)))
+
+
 def test_inlined_exp_edges():
     x = np.array([-np.inf, -1000.0, -86.6, 0.0, 89.0, np.inf, np.nan], dtype=np.float32)
     out = np.empty_like(x)
