@@ -331,6 +331,11 @@ def _block(task, groups, blocks, channels_per_group, width):  # pragma: no cover
     return b, g, k, first, min(first + width, (g + 1) * channels_per_group)
 
 
+#: The channel block whose state loop is compiled with a constant trip count (the widest,
+#: :data:`MAX_BLOCK`; a module constant, so numba freezes it into the kernels).
+_FULL_BLOCK = 128
+
+
 @numba.njit(cache=True, fastmath=_STATE_LOOP_FASTMATH)
 def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, R, b, g, first, stop,
                       dtu, y):  # pragma: no cover
@@ -358,6 +363,13 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, R, b, g, fir
             for c in range(width):
                 a = _exp2(dt_row[c] * a_row[c])
                 a_keep[c] = a
+                bx = dtu[c] * bn
+                hv = a * hp[c] + bx
+                hn[c] = hv
+                y[c] += cn * hv - r_row[c] * bx
+        elif width == _FULL_BLOCK:
+            for c in range(_FULL_BLOCK):
+                a = _exp2(dt_row[c] * a_row[c])
                 bx = dtu[c] * bn
                 hv = a * hp[c] + bx
                 hn[c] = hv
@@ -873,7 +885,7 @@ def _nan(shape, dtype):
 
 
 #: Widest channel block (a multiple of every SIMD width); the kernels' inner loops run over it.
-MAX_BLOCK = 128
+MAX_BLOCK = _FULL_BLOCK
 #: Channel blocks narrower than this are only used when there are no more channels.
 MIN_BLOCK = 16
 #: Cap on one backward task's scratch (checkpoints and the recomputed chunk); wide rows

@@ -234,6 +234,21 @@ def test_independent_of_channel_blocks_and_chunks(width, chunk, monkeypatch):
              optional=OPTIONAL, delta_softplus=True)
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_full_blocks_match_the_reference(reverse, monkeypatch):
+    # A block of exactly MAX_BLOCK channels runs a state loop compiled with a constant trip
+    # count, any other block the general loop: MAX_BLOCK + 2 channels give one block of
+    # each. Values and gradients against the reference, with every optional input.
+    def blocking(batch, groups, per_group, steps, step_bytes):
+        w = min(scan_cpu.MAX_BLOCK, per_group)
+        return w, -(-per_group // w), 3
+
+    monkeypatch.setattr(scan_cpu, "_blocking", blocking)
+    check_1d(21, dtype=f64, batch=2, channels=scan_cpu.MAX_BLOCK + 2, state=3, length=7,
+             groups=1, optional=OPTIONAL, reverse=reverse, delta_softplus=True,
+             with_initial_state=True)
+
+
 def test_blocking_fills_vectors_and_threads():
     # Darcy's 1D case: one block of all 128 channels per batch item, chunks of √(L/2).
     width, blocks, chunk = scan_cpu._blocking(4, 1, 128, 1936, 16 * 4)
