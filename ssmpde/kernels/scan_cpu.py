@@ -337,10 +337,10 @@ _FULL_BLOCK = 128
 
 
 @numba.njit(cache=True, fastmath=_STATE_LOOP_FASTMATH)
-def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, R, b, g, first, stop,
+def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, D, R, b, g, first, stop,
                       dtu, y):  # pragma: no cover
     """One scan step for a channel block: h_next = Ā h_prev + Δ B u (Ā kept in ``a_out`` if
-    it has rows), and y = Σ_n (C h_next − R Δ B u) accumulated into ``y`` (zeroed here).
+    it has rows), and y = D u + Σ_n (C h_next − R Δ B u) into ``y``.
     ``A2`` is A log2(e), so that Ā = 2^(Δ A2) (:func:`_exp2`). ``h_prev`` and ``h_next``
     must be different arrays (see :func:`_scan_1d_forward`)."""
     state = A2.shape[0]
@@ -348,9 +348,10 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, R, b, g, fir
     u_row = u[b, l, first:stop]
     dt_row = dts[b, l, first:stop]
     keep_a = a_out.shape[0] > 0
+    d_row = D[first:stop]
     for c in range(width):
         dtu[c] = dt_row[c] * u_row[c]
-        y[c] = 0
+        y[c] = d_row[c] * u_row[c]
     for n in range(state):
         bn = Bt[b, g, l, n]
         cn = Ct[b, g, l, n]
@@ -412,18 +413,14 @@ def _scan_1d_forward(u, dts, A2, Bt, Ct, D, R, gate, h0, has_z, reverse, channel
                 h[n, c] = h0[b, first + c, n]
         dtu = np.empty(w, u.dtype)
         y = np.empty(w, u.dtype)
-        d_row = D[first:stop]
         for p in range(length):
             l = length - 1 - p if reverse else p
             if keep and p % chunk == 0:
                 saved[b, p // chunk, :, first:stop] = h
-            _scan_1d_position(l, h, h_next, no_a, u, dts, A2, Bt, Ct, R, b, g, first, stop, dtu,
-                              y)
+            _scan_1d_position(l, h, h_next, no_a, u, dts, A2, Bt, Ct, D, R, b, g, first, stop,
+                              dtu, y)
             h, h_next = h_next, h
-            u_row = u[b, l, first:stop]
             o_row = out[b, l, first:stop]
-            for c in range(w):
-                y[c] += d_row[c] * u_row[c]
             if has_z:
                 gate_row = gate[b, l, first:stop]
                 for c in range(w):
@@ -498,7 +495,7 @@ def _scan_1d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
             for p in range(p0, p1):
                 l = length - 1 - p if reverse else p
                 _scan_1d_position(l, hs[p - p0], hs[p - p0 + 1], a_bar[p - p0], u, dts, A2,
-                                  Bt, Ct, R, b, g, first, stop, dtu, y)
+                                  Bt, Ct, D, R, b, g, first, stop, dtu, y)
             for p in range(p1 - 1, p0 - 1, -1):
                 l = length - 1 - p if reverse else p
                 u_row = u[b, l, first:stop]
