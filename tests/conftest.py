@@ -1,5 +1,13 @@
 import os
 
+# Before torch: `import ssmpde` sets OMP_WAIT_POLICY=PASSIVE, which the OpenMP runtime reads
+# once, when `import torch` loads it. With torch first, idle OpenMP threads spin after every
+# parallel region, and two xdist workers on two cores steal each other's cores at every
+# barrier (a Navier-Stokes test took 10 s instead of 1.5 s beside another worker). The
+# variable lands in this process's environment, which xdist's workers and the tests'
+# subprocesses inherit.
+import ssmpde  # noqa: F401
+
 import numpy as np
 import pytest
 import torch
