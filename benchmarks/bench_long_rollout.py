@@ -212,14 +212,13 @@ def _generate(pde: str, split: str, samples: int, seed: int, path: Path, quick: 
     from ssmpde.data import open_dataset
     from ssmpde.solvers import generate
 
-    _one_thread()
     spec = PDES[pde]
     options = dict(spec["quick" if quick else "config"])
-    if pde == "ns":
-        options["threads"] = 1  # FFTW threads; does not change the numbers
+    # threads=1: numba, torch and FFTW on one thread for the run, restored afterwards (with
+    # --jobs 1 this runs in the caller's process, which keeps its own counts)
     elapsed, _ = seconds(lambda: generate(
         spec["solver"], num_samples=samples, seed=seed, out=path, progress=False,
-        overwrite=True, **options).close())
+        overwrite=True, threads=1, **options).close())
     with open_dataset(path) as ds:
         sizes = dict(ds.sizes)
     return {"pde": pde, "split": split, "path": str(path), "seed": seed, "samples": samples,

@@ -1,5 +1,13 @@
 import os
 
+# Before torch: `import ssmpde` sets OMP_WAIT_POLICY=PASSIVE, which the OpenMP runtime reads
+# once, when `import torch` loads it. With torch first, idle OpenMP threads spin after every
+# parallel region, and two xdist workers on two cores steal each other's cores at every
+# barrier (a Navier-Stokes test took 10 s instead of 1.5 s beside another worker). The
+# variable lands in this process's environment, which xdist's workers and the tests'
+# subprocesses inherit.
+import ssmpde  # noqa: F401
+
 import numpy as np
 import pytest
 import torch
@@ -53,3 +61,22 @@ def compile_calls(monkeypatch):
 
     monkeypatch.setattr(compiled, "compile_model", spy)
     return calls
+
+
+def pytest_configure(config):
+    """In an xdist worker, torch gets the worker's share of the cores (one thread each with
+    ``-n 2`` on two cores), as ``torchrun`` gives each of its processes: with every worker on
+    every core, the tiny models of the tests spent their time in OpenMP barriers waiting for
+    a thread the other worker had descheduled (tests/surrogates and tests/coupling: 124 s of
+    CPU on two threads, 112 s on one). numba keeps every core, so its kernels still run in
+    parallel. Its OpenMP pool is started first: starting it later sets the OpenMP runtime,
+    which it shares with torch, back to numba's count."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers:
+        return
+    import numba
+
+    from ssmpde.threads import cores
+
+    numba.get_num_threads()
+    torch.set_num_threads(max(1, cores() // workers))

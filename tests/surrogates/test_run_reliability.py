@@ -28,6 +28,11 @@ from ssmpde.surrogates.train import TrainConfig, train
 
 SMALL = dict(width=8, depth=1, state_size=4)
 CONFIG = TrainConfig(epochs=3, batch_size=2, lr=1e-3, num_test=1)
+#: Every run here trains on this many torch and numba threads, in this process and in the
+#: subprocess alike: runs are compared bit for bit, and a reduction split over another number
+#: of threads rounds differently. (Another test in the same process may have left other
+#: counts in effect; ``train(threads=...)`` sets them for the run and restores them after.)
+THREADS = 1
 #: File operations of one save: 2 tensor files, 3 text files (state, metrics, config), the
 #: marker (write + rename), 5 moves into place, removing the journal.
 OPERATIONS = 12
@@ -49,7 +54,7 @@ def darcy(tmp_path_factory):
 def straight(darcy, tmp_path_factory):
     run = tmp_path_factory.mktemp("straight") / "run"
     train("geomano", darcy, out=run, preset="darcy", model_overrides=SMALL, config=CONFIG,
-          progress=False)
+          progress=False, threads=THREADS)
     return run
 
 
@@ -101,7 +106,7 @@ def test_a_crash_at_any_point_of_a_save_resumes_to_the_same_run(point, darcy, st
     state = crash_at(monkeypatch, point)
     with pytest.raises(Killed):
         train("geomano", darcy, out=run, preset="darcy", model_overrides=SMALL,
-              config=CONFIG, progress=False)
+              config=CONFIG, progress=False, threads=THREADS)
     assert state["count"] == point
     monkeypatch.undo()
     # The directory holds one consistent epoch (1, or 2 once the marker is written) ...
@@ -110,7 +115,7 @@ def test_a_crash_at_any_point_of_a_save_resumes_to_the_same_run(point, darcy, st
     assert done in (1, 2)
     # ... and resuming finishes the run exactly as if nothing had happened.
     train("geomano", darcy, out=run, preset="darcy", model_overrides=SMALL, config=CONFIG,
-          progress=False, resume=True)
+          progress=False, resume=True, threads=THREADS)
     assert not (run / checkpoint.PENDING).exists()
     assert json.loads((run / "training_state.json").read_text())["epoch"] == 3
     assert_same_run(straight, run)
@@ -132,7 +137,8 @@ def test_sigkill_between_file_writes_then_resume(darcy, straight, tmp_path):
         checkpoint.os.replace = replace
         train("geomano", {str(darcy)!r}, out={str(run)!r}, preset="darcy",
               model_overrides={SMALL!r}, config=TrainConfig(epochs=3, batch_size=2, lr=1e-3,
-                                                            num_test=1), progress=False)
+                                                            num_test=1), progress=False,
+              threads={THREADS})
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300)
@@ -143,7 +149,7 @@ def test_sigkill_between_file_writes_then_resume(darcy, straight, tmp_path):
         checkpoint.check_consistent(run)
     # ... and resuming completes the save, then the run, bit for bit.
     train("geomano", darcy, out=run, preset="darcy", model_overrides=SMALL, config=CONFIG,
-          progress=False, resume=True)
+          progress=False, resume=True, threads=THREADS)
     assert_same_run(straight, run)
 
 
