@@ -28,9 +28,11 @@ Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
   channel-last, so its innermost loops run over contiguous, independent channels that LLVM
   vectorises at full width whatever the state size (B_l, C_l are scalars there). Those loops
   hold no libm call (Ā = 2^(Δ A log2 e) uses :func:`_exp2`, an inlined polynomial within
-  1 ulp that takes fewer operations than the exp of :func:`_exp`) and their sums may be reassociated (``fastmath`` without nnan/ninf). The per-position
-  softplus has a vectorisable log1p of its own (:func:`_softplus_kernel`); the sigmoids of
-  the backward are torch's (:func:`_step_grads`).
+  1 ulp that takes fewer operations than the exp of :func:`_exp`), and their sums may be
+  reassociated (``fastmath`` without nnan/ninf). A full block of :data:`MAX_BLOCK` channels
+  runs the forward's state loop with a constant trip count. The per-position softplus has a
+  vectorisable log1p of its own (:func:`_softplus_kernel`); the sigmoids of the backward are
+  torch's (:func:`_step_grads`).
   (A first version vectorised over ``state`` instead; at state 16 LLVM's unrolled vector body
   never ran and the kernels were scalar, 2-3x slower.)
 * Output and gradient buffers start as NaN (the trick of flash-linear-attention's tests), so an
@@ -72,20 +74,23 @@ SOFTPLUS_THRESHOLD = 20.0
 # that LLVM vectorises. Error ≤ 1.05 ulp (float32) and 0.9 ulp (float64) against the exact
 # exp on [LO, HI].
 # ---------------------------------------------------------------------------------------
+#: The same-width integer and float types an LLVM bitcast maps between, both ways.
+_BITCASTS = {types.int32: types.float32, types.int64: types.float64,
+             types.float32: types.int32, types.float64: types.int64}
+
+
 @intrinsic
-def _bits_as_float(typingctx, bits):  # pragma: no cover
-    """Reinterpret an int32 / int64 as float32 / float64 (an LLVM bitcast, no conversion)."""
-    if bits == types.int32:
-        ret = types.float32
-    elif bits == types.int64:
-        ret = types.float64
-    else:
+def _bitcast(typingctx, x):  # pragma: no cover
+    """Reinterpret an int32 / int64 as float32 / float64, or a float as its integer bits
+    (an LLVM bitcast, no conversion)."""
+    ret = _BITCASTS.get(x)
+    if ret is None:
         return None
 
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], context.get_value_type(ret))
 
-    return ret(bits), codegen
+    return ret(x), codegen
 
 
 def _exp(x):  # pragma: no cover
@@ -147,7 +152,7 @@ def _exp_overload(x):  # pragma: no cover
             k = np.floor(xc * log2e + half)
             f = (xc - k * ln2_hi) - k * ln2_lo
             r = (((((c6 * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-            r *= _bits_as_float(np.int32((np.int32(k) + np.int32(bias - 1)) << np.int32(23)))
+            r *= _bitcast(np.int32((np.int32(k) + np.int32(bias - 1)) << np.int32(23)))
             r = zero if x < low else r
             return inf if x > high else r
 
@@ -161,27 +166,11 @@ def _exp_overload(x):  # pragma: no cover
         f = (xc - k * ln2_hi) - k * ln2_lo
         r = ((((((c13 * f + c12) * f + c11) * f + c10) * f + c9) * f + c8) * f + c7) * f + c6
         r = (((((r * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-        r *= _bits_as_float(np.int64((np.int64(k) + np.int64(bias - 1)) << np.int64(52)))
+        r *= _bitcast(np.int64((np.int64(k) + np.int64(bias - 1)) << np.int64(52)))
         r = 0.0 if x < low else r
         return np.inf if x > high else r
 
     return impl
-
-
-@intrinsic
-def _float_as_bits(typingctx, x):  # pragma: no cover
-    """Reinterpret a float32 / float64 as int32 / int64 (the inverse of :func:`_bits_as_float`)."""
-    if x == types.float32:
-        ret = types.int32
-    elif x == types.float64:
-        ret = types.int64
-    else:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(ret))
-
-    return ret(x), codegen
 
 
 def _exp2(x):  # pragma: no cover
@@ -240,7 +229,7 @@ def _exp2_overload(x):  # pragma: no cover
             t = xc + shifter
             f = xc - (t - shifter)
             r = (((((c6 * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-            return r * _bits_as_float(np.int32((_float_as_bits(t) + offset) << shift))
+            return r * _bitcast(np.int32((_bitcast(t) + offset) << shift))
 
         return impl
     low, high, shifter, offset, c = _EXP2_64
@@ -254,7 +243,7 @@ def _exp2_overload(x):  # pragma: no cover
         f = xc - (t - shifter)
         r = ((((((c13 * f + c12) * f + c11) * f + c10) * f + c9) * f + c8) * f + c7) * f + c6
         r = (((((r * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-        return r * _bits_as_float(np.int64((_float_as_bits(t) + offset) << shift))
+        return r * _bitcast(np.int64((_bitcast(t) + offset) << shift))
 
     return impl
 
@@ -566,9 +555,9 @@ def _scan_1d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
 def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A2, Bt, Ct, R, b, g, first, stop,
                  g_run, dtu, ys):  # pragma: no cover
     """Row i of the 2D scan for a channel block: g runs along the row (carried in ``g_run``),
-    h_row[j] = Ā h_up[j] + g; g is kept in ``g_out`` if it has rows; ys[j] gets Σ_n (C h − R x̄)
-    (without D u). ``A2`` is A log2(e) (see :func:`_scan_1d_position`). ``h_up`` and
-    ``h_row`` must be different arrays (see :func:`_scan_1d_forward`)."""
+    h_row[j] = Ā h_up[j] + g; g is kept in ``g_out`` if it has rows; ys[j] gets
+    Σ_n (C h − R x̄) (without D u). ``A2`` is A log2(e) (see :func:`_scan_1d_position`).
+    ``h_up`` and ``h_row`` must be different arrays (see :func:`_scan_1d_forward`)."""
     width = u.shape[2]
     state = A2.shape[0]
     w = stop - first

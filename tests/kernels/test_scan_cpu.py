@@ -621,47 +621,36 @@ def _exp_each(x, out):
         out[i] = scan_cpu._exp(x[i])
 
 
-@pytest.mark.parametrize("dtype, low, high", [(np.float32, -86.5, 88.7),
-                                              (np.float64, -707.5, 709.7)],
-                         ids=["float32", "float64"])
-@settings(max_examples=30)
-@given(data=st.data())
-def test_inlined_exp_within_an_ulp(dtype, low, high, data):
-    # The polynomial exp of the state loops against the exact value (long double), in units
-    # in the last place, over its whole range and densely around 0 (where Ā lives).
-    wide = data.draw(st.lists(st.floats(low, high), min_size=1, max_size=200))
-    near = data.draw(st.lists(st.floats(-2.0, 0.0), min_size=1, max_size=200))
-    x = np.array(wide + near, dtype=dtype)
-    out = np.empty_like(x)
-    _exp_each(x, out)
-    exact = np.exp(x.astype(np.longdouble))
-    ulps = np.abs(out - exact) / np.spacing(exact.astype(dtype)).astype(np.longdouble)
-    assert ulps.max() <= 1.1
-
-
 @numba.njit
 def _exp2_each(x, out):
     for i in range(x.size):
         out[i] = scan_cpu._exp2(x[i])
 
 
-@pytest.mark.parametrize("dtype, low, high", [(np.float32, -126.0, 127.49),
-                                              (np.float64, -1022.0, 1023.49)],
-                         ids=["float32", "float64"])
+#: (kernel, exact function, float32 range, float64 range, bound in ulps): the exp of the
+#: softplus over its range, and Ā = 2^(Δ A log2 e) of the state loops from the smallest
+#: normal to just below the overflow band.
+INLINED = {"exp": (_exp_each, np.exp, (-86.5, 88.7), (-707.5, 709.7), 1.1),
+           "exp2": (_exp2_each, np.exp2, (-126.0, 127.49), (-1022.0, 1023.49), 1.0)}
+
+
+@pytest.mark.parametrize("name", list(INLINED))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @settings(max_examples=30)
 @given(data=st.data())
-def test_inlined_exp2_within_an_ulp(dtype, low, high, data):
-    # Ā = 2^(Δ A log2 e) of the state loops against the exact 2^x (long double), in units in
-    # the last place, from the smallest normal to just below the overflow band, and densely
-    # where Δ A log2 e lives (small and negative).
+def test_inlined_exponentials_within_an_ulp(name, dtype, data):
+    # The polynomials against the exact value (long double), in units in the last place,
+    # over their whole range and densely just below 0 (where Δ A lives).
+    kernel, exact_of, range32, range64, bound = INLINED[name]
+    low, high = range32 if dtype == np.float32 else range64
     wide = data.draw(st.lists(st.floats(low, high), min_size=1, max_size=200))
     near = data.draw(st.lists(st.floats(-3.0, 0.0), min_size=1, max_size=200))
     x = np.array(wide + near, dtype=dtype)
     out = np.empty_like(x)
-    _exp2_each(x, out)
-    exact = np.exp2(x.astype(np.longdouble))
+    kernel(x, out)
+    exact = exact_of(x.astype(np.longdouble))
     ulps = np.abs(out - exact) / np.spacing(exact.astype(dtype)).astype(np.longdouble)
-    assert ulps.max() <= 1.0
+    assert ulps.max() <= bound
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
