@@ -218,32 +218,21 @@ def _exp2_overload(x):  # pragma: no cover
     """
     if not isinstance(x, types.Float):
         return None
-    if x.bitwidth == 32:
-        low, high, shifter, offset, c = _EXP2_32
-        c0, c1, c2, c3, c4, c5, c6 = c
-        offset, shift = np.int32(offset), np.int32(23)
-
-        def impl(x):
-            xc = low if x < low else x
-            xc = high if xc > high else xc
-            t = xc + shifter
-            f = xc - (t - shifter)
-            r = (((((c6 * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-            return r * _bitcast(np.int32((_bitcast(t) + offset) << shift))
-
-        return impl
-    low, high, shifter, offset, c = _EXP2_64
-    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = c
-    offset, shift = np.int64(offset), np.int64(52)
+    single = x.bitwidth == 32
+    low, high, shifter, offset, c = _EXP2_32 if single else _EXP2_64
+    integer = np.int32 if single else np.int64
+    offset, shift = integer(offset), integer(23 if single else 52)
+    top, rest = c[-1], c[-2::-1]
 
     def impl(x):
         xc = low if x < low else x
         xc = high if xc > high else xc
         t = xc + shifter
         f = xc - (t - shifter)
-        r = ((((((c13 * f + c12) * f + c11) * f + c10) * f + c9) * f + c8) * f + c7) * f + c6
-        r = (((((r * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-        return r * _bitcast(np.int64((_bitcast(t) + offset) << shift))
+        r = top
+        for coefficient in numba.literal_unroll(rest):  # Horner
+            r = r * f + coefficient
+        return r * _bitcast(integer((_bitcast(t) + offset) << shift))
 
     return impl
 
