@@ -26,8 +26,11 @@ chunks are tied together by a short recurrence on their boundary states:
 4. inter-chunk: ``e^{a_{0..t}} H_c C_t`` added to the intra-chunk output.
 
 Everything is plain PyTorch, so the same code runs on a CPU and on a GPU, and autograd gives
-the backward. The loop recurrence :func:`ssmpde.kernels.reference.ssd_ref` is the oracle; the
-tests tie the two together in values and the gradients of every input.
+the backward; on a CPU the masked decay matrix times the scores is one fused numba operator
+with its own backward (:func:`ssmpde.kernels.ssd_cpu.decay_weighted_scores`, the same
+numbers as the torch composition it replaces). The loop recurrence
+:func:`ssmpde.kernels.reference.ssd_ref` is the oracle; the tests tie the two together in
+values and the gradients of every input.
 
 Numerics. No exponent is ever positive (``Δ ≥ 0``, ``A ≤ 0``):
 
@@ -66,6 +69,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import _check_shape
+from .ssd_cpu import decay_weighted_scores
 
 __all__ = ["SSD_BACKENDS", "check_ssd_inputs", "segment_sums", "ssd_chunked", "ssd_scan"]
 
@@ -196,7 +200,6 @@ def ssd_chunked(x, delta, A, B, C, *, chunk_size=64, initial_state=None):
     # c_t − c_s, a relative error of L that grows with the chunk's total decay (2.7e-5 at
     # Δ = 50 against 1.6e-7 here); the cost is one float64 subtraction over [..., Q, Q].
     running = steps.to(torch.float64).cumsum(dim=-1)                      # a_0..t ≤ 0
-    decay = torch.exp(segment_sums(running, steps.dtype))                 # [b, c, g, r, Q, Q]
     from_start = torch.exp(running.to(steps.dtype))                       # e^{a_0..t}
     chunk_decay = from_start[..., -1]                                     # [b, c, g, r]
 
@@ -205,10 +208,16 @@ def ssd_chunked(x, delta, A, B, C, *, chunk_size=64, initial_state=None):
 
     # 1. intra-chunk: y_t = Σ_{s≤t} L_ts (C_t·B_s) Δ_s x_s
     scores = C @ B.transpose(-1, -2)                                      # [b, c, g, Q, Q]
-    y = (decay * scores.unsqueeze(3)) @ x                                 # [b, c, g, r, Q, p]
+    if x.device.type == "cpu":
+        # one fused pass instead of five over [..., Q, Q] (the same numbers; ssd_cpu)
+        weighted = decay_weighted_scores(running, scores)                 # [b, c, g, r, Q, Q]
+    else:
+        weighted = torch.exp(segment_sums(running, steps.dtype)) * scores.unsqueeze(3)
+    y = weighted @ x                                                      # [b, c, g, r, Q, p]
 
-    # 2. the state each chunk leaves from a zero start: Σ_s L_{Q-1,s} Δ_s x_s B_sᵀ
-    to_end = decay[..., -1, :].unsqueeze(-1)                              # [b, c, g, r, Q, 1]
+    # 2. the state each chunk leaves from a zero start: Σ_s L_{Q-1,s} Δ_s x_s B_sᵀ, with
+    # L_{Q-1,s} = e^{c_{Q-1} − c_s}, the last row of L (differences in float64, as L's)
+    to_end = torch.exp((running[..., -1:] - running).to(steps.dtype)).unsqueeze(-1)
     leaving = (x * to_end).transpose(-1, -2) @ B.unsqueeze(3)             # [b, c, g, r, p, n]
 
     # 3. state passing: a short recurrence over the chunk boundaries (unbind, not [:, k]:

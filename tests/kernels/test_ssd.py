@@ -453,3 +453,56 @@ def test_bad_chunk_size(chunk_size):
     args, rest = split(_replace())
     with pytest.raises(ValueError, match=r"chunk_size must be a positive integer"):
         ssd_scan(*args, **rest, chunk_size=chunk_size)
+
+
+# ---------------------------------------------------------------------------------------
+# The fused decay-weighted scores of the CPU path (ssmpde.kernels.ssd_cpu) against the torch
+# composition they replace, values and gradients.
+# ---------------------------------------------------------------------------------------
+def _weighted_by_torch(running, scores):
+    """The slow, obvious form: exp of the masked float64 differences rounded to the scores'
+    dtype, times the scores, broadcast over heads."""
+    return torch.exp(segment_sums(running, scores.dtype)) * scores.unsqueeze(-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), blocks=st.integers(1, 3), heads=st.integers(1, 3),
+       size=st.integers(1, 17), scale=st.sampled_from([0.1, 3.0, 60.0]),
+       dtype=st.sampled_from([f32, f64]))
+def test_fused_decay_weighted_scores_match_the_torch_composition(seed, blocks, heads, size,
+                                                                 scale, dtype):
+    from ssmpde.kernels.ssd_cpu import decay_weighted_scores
+
+    g = torch.Generator().manual_seed(seed)
+    steps = -scale * torch.rand(blocks, heads, size, generator=g, dtype=f64)
+    running = steps.cumsum(-1).requires_grad_()
+    scores = torch.randn(blocks, size, size, generator=g, dtype=f64).to(dtype).requires_grad_()
+    upstream = torch.randn(blocks, heads, size, size, generator=g, dtype=f64).to(dtype)
+    fused = decay_weighted_scores(running, scores)
+    slow = _weighted_by_torch(running, scores)
+    assert fused.dtype == dtype and fused.shape == slow.shape
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == f64 else dict(rtol=3e-7, atol=1e-7)
+    torch.testing.assert_close(fused, slow, **tol)
+    assert (fused.detach().triu(1) == 0).all()
+    fused_grads = torch.autograd.grad(fused, (running, scores), upstream)
+    slow_grads = torch.autograd.grad(slow, (running, scores), upstream)
+    grad_tol = dict(rtol=1e-10, atol=1e-12) if dtype == f64 else dict(rtol=2e-5, atol=2e-5)
+    for name, a, b in zip(("running", "scores"), fused_grads, slow_grads):
+        torch.testing.assert_close(a, b, **grad_tol, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_fused_decay_weighted_scores_gradcheck():
+    from ssmpde.kernels.ssd_cpu import decay_weighted_scores
+
+    g = torch.Generator().manual_seed(3)
+    running = (-torch.rand(2, 2, 5, generator=g, dtype=f64)).cumsum(-1).requires_grad_()
+    scores = torch.randn(2, 5, 5, generator=g, dtype=f64, requires_grad=True)
+    assert torch.autograd.gradcheck(decay_weighted_scores, (running, scores))
+
+
+def test_fused_decay_weighted_scores_pass_torch_opcheck():
+    from ssmpde.kernels import ssd_cpu  # noqa: F401 - registers the operators
+
+    running = (-torch.rand(2, 3, 6, dtype=f64)).cumsum(-1).requires_grad_()
+    scores = torch.randn(2, 6, 6, requires_grad=True)
+    torch.library.opcheck(torch.ops.ssmpde.ssd_decay_weighted_scores, (running, scores))
