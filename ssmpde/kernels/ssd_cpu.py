@@ -28,7 +28,7 @@ import numba
 import numpy as np
 import torch
 
-from .scan_cpu import _exp, _numba_threads
+from .scan_cpu import _compute_dtype, _exp, _numba_threads
 
 __all__ = ["decay_weighted_scores"]
 
@@ -86,10 +86,6 @@ def _backward(running, scores, grad, d_running, d_scores):  # pragma: no cover
                 d_running[k, j, t] = row_sum
             for t in range(size):
                 d_running[k, j, t] -= columns[t]
-
-
-def _compute_dtype(scores: torch.Tensor) -> torch.dtype:
-    return torch.float64 if scores.dtype == torch.float64 else torch.float32
 
 
 @torch.library.custom_op("ssmpde::ssd_decay_weighted_scores", mutates_args=())
