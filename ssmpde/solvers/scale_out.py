@@ -519,6 +519,12 @@ def _batch_task(payload: bytes, seed: int, start: int, stop: int, run_config: di
     driver's solver is never modified. Errors of the solver and of the store's checks come
     back as :class:`_Failed`; an error writing the values is raised, so dask retries it.
     """
+    # zarr writes through asyncio: when one write of a batch fails (a full disk), the batch's
+    # other pending writes are dropped with their event loop, and asyncio logs each one
+    # ("Task was destroyed but it is pending!", "Future exception was never retrieved") at
+    # ERROR on the worker's stderr, the user's terminal. The failure itself comes back as
+    # this task's result and is reported once, in one line, by the driver.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     try:
         if version != __version__:
             raise RuntimeError(f"this worker runs ssmpde {__version__}, the driver {version}: "
