@@ -87,6 +87,17 @@ def _readers():
 READERS = _readers()
 
 
+def _assert_chunk_error(reader, store, what):
+    """Reading ``store`` fails with one message naming the store, the variable 'vorticity',
+    its chunk '1.0.0.0' and sample 1, what is wrong with it (``what``), and the check to run."""
+    with pytest.raises(DatasetFileError) as info:
+        READERS[reader](store)
+    message = str(info.value)
+    assert f"'{store}'" in message and "'vorticity'" in message, message
+    assert "sample 1" in message and "chunk '1.0.0.0'" in message and what in message
+    assert "ssmpde info --check" in message
+
+
 # --------------------------------------------------------------------------------------------
 # Missing zarr chunks
 # --------------------------------------------------------------------------------------------
@@ -95,12 +106,7 @@ READERS = _readers()
 def test_a_missing_chunk_is_an_error_naming_store_variable_and_chunk(reader, tmp_path):
     store = save(_dataset(), tmp_path / "d.zarr")
     _chunk(store, "vorticity", "1.0.0.0").unlink()
-    with pytest.raises(DatasetFileError) as info:
-        READERS[reader](store)
-    message = str(info.value)
-    assert f"'{store}'" in message and "'vorticity'" in message, message
-    assert "chunk '1.0.0.0'" in message and "sample 1" in message and "missing" in message
-    assert "ssmpde info --check" in message
+    _assert_chunk_error(reader, store, "missing")
 
 
 def test_a_deleted_variable_directory_is_an_error(tmp_path):
@@ -194,12 +200,7 @@ def _truncated(path):
 def test_an_undecodable_zarr_chunk_names_store_variable_and_chunk(reader, damage, tmp_path):
     store = save(_dataset(), tmp_path / "d.zarr")
     damage(_chunk(store, "vorticity", "1.0.0.0"))
-    with pytest.raises(DatasetFileError) as info:
-        READERS[reader](store)
-    message = str(info.value)
-    assert f"'{store}'" in message and "'vorticity'" in message, message
-    assert "sample 1" in message and "chunk '1.0.0.0'" in message and "corrupt" in message
-    assert "ssmpde info --check" in message
+    _assert_chunk_error(reader, store, "corrupt")
 
 
 def _corrupt_netcdf(tmp_path):
