@@ -101,15 +101,48 @@ _PERIODIC_1D = ("burgers", "advection", "reacdiff")
 # Lazy reading
 # --------------------------------------------------------------------------------------------
 
+#: Files whose :class:`_File` was garbage-collected while another thread held the HDF5 lock:
+#: kept open here (so that netCDF4 does not close them unlocked) until the next holder of the
+#: lock closes them.
+_UNCLOSED: list[netCDF4.Dataset] = []
+
+
+def _close_dropped() -> None:
+    """Close the files of :data:`_UNCLOSED`; the caller holds the HDF5 lock."""
+    while _UNCLOSED:
+        nc = _UNCLOSED.pop()
+        if nc.isopen():
+            nc.close()
+
+
 class _File:
-    """One open file shared by the lazy variables of a dataset; reads hold the HDF5 lock."""
+    """One open file shared by the lazy variables of a dataset; every HDF5 call on it, its
+    closing included, holds the HDF5 lock (HDF5 is not thread-safe)."""
 
     def __init__(self, path: pathlib.Path):
         self.lock = threading.Lock()
         with HDF5_LOCK:
+            _close_dropped()
             self.nc = netCDF4.Dataset(path, "r")
             # Raw values: PDEBench files have no fill values, and masks would make copies.
             self.nc.set_auto_maskandscale(False)
+
+    def __del__(self):
+        # A dataset dropped without ds.close(): netCDF4 would close the file on collection
+        # without the lock, in whatever thread collects it, beside another thread's read (a
+        # segmentation fault in a convert). Close it under the lock, or, if another thread
+        # holds the lock (possibly the collecting thread itself), leave it to that holder.
+        nc = getattr(self, "nc", None)
+        if nc is None:
+            return
+        if HDF5_LOCK.acquire(blocking=False):
+            try:
+                if nc.isopen():
+                    nc.close()
+            finally:
+                HDF5_LOCK.release()
+        else:
+            _UNCLOSED.append(nc)
 
     def variable(self, path: str) -> netCDF4.Variable:
         group = self.nc
@@ -120,11 +153,13 @@ class _File:
 
     def read(self, path: str, key: tuple) -> np.ndarray:
         with HDF5_LOCK, self.lock:
+            _close_dropped()
             variable = self.variable(path)
             return np.asarray(variable[key] if key else variable[...])
 
     def close(self) -> None:
         with HDF5_LOCK:
+            _close_dropped()
             if self.nc.isopen():
                 self.nc.close()
 

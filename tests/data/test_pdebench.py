@@ -392,3 +392,25 @@ def test_geomano_trains_and_evaluates_on_a_pdebench_export(sources, tmp_path, ca
     assert out.startswith(f"relative L2 on {data}:")
     value = float(out.split(":")[1].split()[0])
     assert np.isfinite(value) and value > 0
+
+
+def test_a_dropped_dataset_never_closes_its_file_beside_another_threads_read(sources, tmp_path):
+    # HDF5 is not thread-safe: a lazily opened PDEBench file whose dataset is collected
+    # without ds.close() must not be closed by netCDF4 while another thread holds the HDF5
+    # lock (a segmentation fault in a convert). Collected with the lock held elsewhere, the
+    # file stays open until the next holder of the lock closes it.
+    import gc
+
+    from xarray.backends.locks import HDF5_LOCK
+
+    target = tmp_path / "export.hdf5"
+    convert(sources["burgers"], target, to="pdebench")
+    ds = pdebench.open(target, None)
+    nc = ds._close.__self__.nc  # the file behind the lazy variables (ds.set_close)
+    assert nc.isopen()
+    with HDF5_LOCK:
+        del ds
+        gc.collect()
+        assert nc.isopen()  # not closed without the lock
+    load_dataset(target)  # the next reader holds the lock and closes it
+    assert not nc.isopen()
