@@ -10,6 +10,7 @@ change:
 """
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
@@ -21,6 +22,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 MODULES = {"geomano": "tests.surrogates.test_geomano", "ssno": "tests.surrogates.test_ssno",
            "lamo": "tests.surrogates.test_lamo", "mno": "tests.surrogates.test_mno",
            "lean-fno": "tests.surrogates.test_lean_fno"}
+
+
+@contextlib.contextmanager
+def built_in_float64():
+    """Build a golden model in float64 from the start, not in float32 and then ``.double()``.
+
+    A model's initialisation runs transcendental functions (``exp``, ``log``, ``expm1`` of the
+    S6 Δ bias, ...) that torch hands to MKL's vector math library. Their float32 results
+    differ by one ulp between MKL's code paths (Intel AVX-512 or AVX2 against AMD, where it
+    takes its compatible path), and a weight one float32 ulp off moves an output by ~1e-9
+    relative, twenty times a float64 pin's tolerance. Built in float64, the same paths differ
+    at round-off (~1e-15), so the pins hold on every CPU (``MKL_CBWR=AVX2|AVX512|COMPATIBLE``;
+    tests/test_portability.py runs them under each).
+    """
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def check_golden(path: Path, out) -> None:

@@ -248,9 +248,12 @@ def test_the_same_seed_gives_the_same_model():
 def golden_output():
     """The tiny models of the golden test (1D on 63 points, 2D on 9×8) and their outputs on a
     fixed input, in float64, flattened into one tensor."""
+    from tests.surrogates.make_golden import built_in_float64
+
     torch.manual_seed(0)
-    one_d = tiny((63,), (10,), in_channels=2).double()
-    two_d = tiny((9, 8), (3, 4), in_channels=2).double()
+    with built_in_float64():
+        one_d = tiny((63,), (10,), in_channels=2).double()
+        two_d = tiny((9, 8), (3, 4), in_channels=2).double()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         return torch.cat([

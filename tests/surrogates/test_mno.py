@@ -427,12 +427,15 @@ def test_s6_block_count_term_by_term():
 
 def golden_output():
     """Every backbone × mixer on one small input, in float64, flattened and concatenated."""
+    from tests.surrogates.make_golden import built_in_float64
+
     outputs = []
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 1, 5, 4, generator=g, dtype=torch.float64)
     for backbone, mixer in COMBINATIONS:
         torch.manual_seed(0)
-        model = tiny(backbone, mixer, grid=(5, 4), experts=2).double()
+        with built_in_float64():
+            model = tiny(backbone, mixer, grid=(5, 4), experts=2).double()
         perturb(model, torch.Generator().manual_seed(1))
         with torch.no_grad():
             outputs.append(model(x).flatten())

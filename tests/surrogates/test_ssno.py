@@ -307,8 +307,11 @@ def test_json_config_and_safetensors_weights_reproduce_the_outputs(tmp_path, fix
 
 def golden_output():
     """The tiny model of the golden test and its output on a fixed input, in float64."""
+    from tests.surrogates.make_golden import built_in_float64
+
     torch.manual_seed(0)
-    model = tiny(grid=(12, 10), in_channels=2, window=3, memory=True, memory_after=1).double()
+    with built_in_float64():
+        model = tiny(grid=(12, 10), in_channels=2, window=3, memory=True, memory_after=1).double()
     g = torch.Generator().manual_seed(0)
     x = input_for(model, generator=g, dtype=torch.float64)
     with torch.no_grad():
