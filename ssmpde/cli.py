@@ -42,6 +42,68 @@ def _field_help(config_cls: type) -> dict[str, str]:
     return {k: v.strip() for k, v in helps.items()}
 
 
+#: reStructuredText roles (``:meth:`~Darcy.solve` ``) and inline literals of the docstrings.
+_ROLE = re.compile(r":(?:meth|func|class|attr|data|mod|obj|exc|math):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+#: The docstrings' spelling of a per-sample range, and the one the flags take.
+_PAIR = re.compile(r"a pair ``\((\w+), (\w+)\)``")
+
+
+def _plain_help(text: str, flags: dict[str, str]) -> str:
+    """A config docstring's text as command-line help: no reStructuredText (roles and
+    literals become plain words) and every option named by its flag (``final_time`` ->
+    --final-time, ``grid="nodes"`` -> --grid nodes); ``flags`` maps field names to flags."""
+    text = _PAIR.sub("a range LOW:HIGH", text)
+    text = re.sub(r"U\[low, high\]", "U[LOW, HIGH]", text)
+    text = _ROLE.sub(lambda m: m[1], text)
+
+    def literal(match: re.Match) -> str:
+        inner = match[1]
+        if inner in flags and "_" in inner:  # ``cfl`` may be a value; ``final_time`` is not
+            return flags[inner]
+        setting = re.fullmatch(r"(\w+)=[\"']?([^\"']*)[\"']?", inner)
+        if setting and setting[1] in flags:
+            return f"{flags[setting[1]]} {setting[2]}"
+        names = set(re.findall(r"\w+", inner)) & set(flags)
+        if any("_" in name for name in names):  # an expression of options: all as flags
+            return re.sub(r"\w+", lambda w: flags.get(w[0], w[0]), inner)
+        return inner
+
+    text = _LITERAL.sub(literal, text)
+    # Python names left in running text, where the flag is spelled otherwise.
+    for name, flag in flags.items():
+        if "_" in name:
+            text = re.sub(rf"(?<![\w-]){name}\b", flag, text)
+    return text
+
+
+def _metavar(annotation: Any, kind: str) -> str:
+    """The placeholder of a config flag: N, FLOAT, {a,b} (the docstring's choices), NAME,
+    with |LOW:HIGH where a per-sample range is accepted."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) \
+        else (annotation,)
+    choices = re.match(r"\{(.*)\}", kind)
+    if choices:
+        return "{" + ",".join(c.strip().strip("\"'") for c in choices[1].split(",")) + "}"
+    if bool in options:
+        return "{true,false}"
+    names = [name for t, name in ((int, "N"), (float, "FLOAT"), (str, "NAME")) if t in options]
+    if any(typing.get_origin(o) is tuple for o in options):
+        names.append("LOW:HIGH")
+    return "|".join(names) or "VALUE"
+
+
+def _default_text(value: Any) -> str:
+    """A config default as it is typed on the command line."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "none"
+    if isinstance(value, tuple):
+        return ":".join(map(str, value))
+    return str(value)
+
+
 def _parse_value(text: str, annotation: Any) -> Any:
     """Parse a flag value for a config field of the given type annotation (resolved by
     :func:`typing.get_type_hints`, never a string)."""
@@ -102,11 +164,12 @@ def _add_solver_parser(subparsers, name: str) -> None:
         name, help=summary, description=f"{summary}\n\nAll quantities are non-dimensional "
         "unless the help says otherwise.", formatter_class=argparse.RawDescriptionHelpFormatter)
     run = parser.add_argument_group("run")
-    run.add_argument("--out", required=True, help="output file: .nc (netCDF4) or .zarr")
-    run.add_argument("--samples", type=int, required=True,
+    run.add_argument("--out", required=True, metavar="PATH",
+                     help="output file: .nc (netCDF4) or .zarr")
+    run.add_argument("--samples", type=int, required=True, metavar="N",
                      help="number of samples (at most 10**9)")
-    run.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
-    run.add_argument("--batch-size", type=int, default=8,
+    run.add_argument("--seed", type=int, default=0, metavar="N", help="master seed (default 0)")
+    run.add_argument("--batch-size", type=int, default=8, metavar="N",
                      help="samples integrated together; does not change results (default 8)")
     run.add_argument("--preset", choices=sorted(cls.PRESETS) or None,
                      help="a benchmark configuration; other flags override it")
@@ -137,15 +200,22 @@ def _add_solver_parser(subparsers, name: str) -> None:
     physics = parser.add_argument_group(f"{name} options (default: the solver's default)")
     helps = _field_help(cls.Config)
     hints = typing.get_type_hints(cls.Config)
-    for field in dataclasses.fields(cls.Config):
-        flags = [f"--{field.name.replace('_', '-')}"] + _ALIASES.get(field.name, [])
+    fields = dataclasses.fields(cls.Config)
+    flag_of = {field.name: f"--{field.name.replace('_', '-')}" for field in fields}
+    for field in fields:
         annotation = hints[field.name]
+        # The docstring's help starts with its numpydoc type, "(float or (float, float))":
+        # the metavar says that instead.
+        kind, _, text = helps.get(field.name, "").partition(") ")
+        text = _plain_help(text, flag_of)
+        if any(typing.get_origin(o) is tuple for o in typing.get_args(annotation)) \
+                and "LOW:HIGH" not in text:
+            text += " A range LOW:HIGH draws a value per sample, uniformly."
         physics.add_argument(
-            *flags, dest=f"config__{field.name}", default=None, metavar="VALUE",
+            flag_of[field.name], *_ALIASES.get(field.name, []), dest=f"config__{field.name}",
+            default=None, metavar=_metavar(annotation, kind.removeprefix("(")),
             type=lambda text, a=annotation: _parse_value(text, a),
-            help=f"{helps.get(field.name, '')} [default: {field.default!r}]"
-                 + (" A range LOW:HIGH draws per sample."
-                    if "tuple" in str(annotation) else ""))
+            help=f"{text} [default: {_default_text(field.default)}]".strip())
 
 
 class _Parser(argparse.ArgumentParser):
@@ -176,7 +246,7 @@ def _build_parser() -> argparse.ArgumentParser:
                                            "how many batches are complete. With --check, "
                                            "read every chunk instead and list every damaged "
                                            "one (exit 2 if any).")
-    info.add_argument("path", help="netCDF (.nc) file or zarr store")
+    info.add_argument("path", metavar="PATH", help="netCDF (.nc) file or zarr store")
     info.add_argument("--check", action="store_true",
                       help="read every chunk and list each one that is missing, undecodable "
                            "or holds NaN or infinity (exit status 2 if any)")
@@ -209,10 +279,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "evaluate", help="relative L2 of a trained run on a dataset",
         description="Evaluate a run directory on a dataset: relative L2 per sample (and per "
                     "step for rollouts); optionally write the predictions as netCDF.")
-    evaluate.add_argument("run", help="run directory written by 'ssmpde train'")
-    evaluate.add_argument("--data", required=True, help="dataset file (netCDF or zarr)")
-    evaluate.add_argument("--out", help="write the predictions here (.nc or .zarr)")
-    evaluate.add_argument("--batch-size", type=int, default=8)
+    evaluate.add_argument("run", metavar="RUN", help="run directory written by 'ssmpde train'")
+    evaluate.add_argument("--data", required=True, metavar="PATH",
+                          help="dataset file (netCDF or zarr)")
+    evaluate.add_argument("--out", metavar="PATH",
+                          help="write the predictions here (.nc or .zarr)")
+    evaluate.add_argument("--batch-size", type=int, default=8, metavar="N",
+                          help="samples per forward pass (default 8)")
     evaluate.add_argument("--overwrite", action="store_true",
                           help="replace an existing --out that is a dataset ssmpde wrote "
                                "(never a file it did not write, nor the run's training data)")
@@ -223,30 +296,36 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Roll a trained surrogate out with the solver it was trained on, for one "
                     "or more schedules, against the solver alone; print errors and wall "
                     "times, write the first schedule's rollout and a figure.")
-    rollout.add_argument("--checkpoint", required=True, help="run directory of the surrogate")
-    rollout.add_argument("--steps", type=int, required=True, help="steps to advance")
-    rollout.add_argument("--schedule", action="append", required=True,
+    rollout.add_argument("--checkpoint", required=True, metavar="RUN",
+                         help="run directory of the surrogate")
+    rollout.add_argument("--steps", type=int, required=True, metavar="N",
+                         help="steps to advance")
+    rollout.add_argument("--schedule", action="append", required=True, metavar="SCHEDULE",
                          help="solver, surrogate, adaptive (physical checks), adaptive:TOL"
                               "[:residual|coarse] (error control), parareal:SLICES[:ITER[:TOL]]"
                               ", or a pattern such as 'surrogate:4,solver:1'; repeatable "
                               "(the first is written)")
-    rollout.add_argument("--coarse", action="append",
+    rollout.add_argument("--coarse", action="append", metavar="SPACExTIME",
                          help="coarse-solver baseline SPACExTIME, e.g. 2x1 (grid 2x coarser) "
                               "or 1x4 (step 4x longer); repeatable; 'none' for none "
                               "(default: a standard set)")
     rollout.add_argument("--corrector", action="append", default=[], metavar="RUN",
                          help="also roll out this corrector of a coarse solver (a run trained "
                               "with --target correction) beside the others; repeatable")
-    rollout.add_argument("--pareto", help="write the error-against-wall-time figure here "
-                                          "(.png, .pdf, .svg)")
-    rollout.add_argument("--workers", type=int, default=None,
+    rollout.add_argument("--pareto", metavar="PATH",
+                         help="write the error-against-wall-time figure here (.png, .pdf, .svg)")
+    rollout.add_argument("--workers", type=int, default=None, metavar="N",
                          help="parareal: run the fine slices on a local dask cluster of N "
                               "processes (at most one a core, and as many as memory holds)")
-    rollout.add_argument("--scheduler", help="parareal: address of a dask scheduler")
-    rollout.add_argument("--data", help="dataset to start from (default: the training data)")
-    rollout.add_argument("--samples", default="0", help="sample N or START:STOP (default 0)")
-    rollout.add_argument("--out", help="write the first schedule's rollout (.nc or .zarr)")
-    rollout.add_argument("--plot", help="write a figure (.png, .pdf, .svg)")
+    rollout.add_argument("--scheduler", metavar="ADDRESS",
+                         help="parareal: address of a dask scheduler")
+    rollout.add_argument("--data", metavar="PATH",
+                         help="dataset to start from (default: the training data)")
+    rollout.add_argument("--samples", default="0", metavar="N|START:STOP",
+                         help="sample N or samples START:STOP (default 0)")
+    rollout.add_argument("--out", metavar="PATH",
+                         help="write the first schedule's rollout (.nc or .zarr)")
+    rollout.add_argument("--plot", metavar="PATH", help="write a figure (.png, .pdf, .svg)")
     rollout.add_argument("--overwrite", action="store_true",
                          help="replace an existing --out, --plot or --pareto that ssmpde "
                               "wrote (a dataset, a figure); never a file it did not write, "
@@ -262,11 +341,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "warm-start", help="Darcy solves warm-started from a trained surrogate",
         description="Solve fresh Darcy problems by PCG from zero and from the surrogate's "
                     "prediction, to the same tolerance; print iterations and times.")
-    warm.add_argument("checkpoint", help="run directory of a Darcy surrogate")
-    warm.add_argument("--samples", type=int, default=4)
-    warm.add_argument("--seed", type=int, default=1_000_000,
+    warm.add_argument("checkpoint", metavar="RUN", help="run directory of a Darcy surrogate")
+    warm.add_argument("--samples", type=int, default=4, metavar="N",
+                      help="fresh problems to solve (default 4)")
+    warm.add_argument("--seed", type=int, default=1_000_000, metavar="N",
                       help="seed of the coefficients (default: one not used in training)")
-    warm.add_argument("--rtol", type=float, default=1e-8)
+    warm.add_argument("--rtol", type=float, default=1e-8, metavar="FLOAT",
+                      help="relative residual both solves stop at (default 1e-8)")
     return parser
 
 
@@ -276,12 +357,16 @@ def _add_train_parser(commands) -> None:
         description="Train a surrogate (ssmpde models lists them) on an ssmpde dataset. "
                     "Options on the command line override those of --config, which override "
                     "the preset. Runs under torchrun as they are (DistributedDataParallel).")
-    train.add_argument("model", help="model name, e.g. geomano or fno")
-    train.add_argument("--data", required=True, help="training dataset (netCDF or zarr)")
-    train.add_argument("--test-data", help="test dataset; default: hold out --num-test samples")
-    train.add_argument("--preset", help="model preset, e.g. darcy or navier-stokes")
-    train.add_argument("--config", help="TOML file with [model] and [train] tables")
-    train.add_argument("--out", required=True, help="run directory")
+    train.add_argument("model", metavar="MODEL", help="model name, e.g. geomano or fno")
+    train.add_argument("--data", required=True, metavar="PATH",
+                       help="training dataset (netCDF or zarr)")
+    train.add_argument("--test-data", metavar="PATH",
+                       help="test dataset; default: hold out --num-test samples")
+    train.add_argument("--preset", metavar="NAME",
+                       help="model preset, e.g. darcy or navier-stokes")
+    train.add_argument("--config", metavar="PATH",
+                       help="TOML file with [model] and [train] tables")
+    train.add_argument("--out", required=True, metavar="RUN", help="run directory")
     train.add_argument("--resume", action="store_true", help="continue the run in --out")
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--time-limit", type=float, metavar="SECONDS",
@@ -289,26 +374,32 @@ def _add_train_parser(commands) -> None:
                             "(a number >= 0; 0: after one epoch)")
     _add_threads(train, "as torch starts: every core or OMP_NUM_THREADS")
     _add_compile(train, dest="train__compile")
-    for name, kind, text in (
-            ("epochs", int, "number of epochs"), ("batch-size", int, "global batch size"),
-            ("lr", float, "peak learning rate (OneCycleLR)"),
-            ("weight-decay", float, "AdamW weight decay"),
-            ("max-grad-norm", float, "gradient clipping norm (0: off)"),
-            ("gradient-loss-weight", float, "weight of the gradient term of the loss"),
-            ("window", int, "rollout: frames in"), ("horizon", int, "rollout: frames out"),
-            ("mode", str, "rollout: teacher-forcing or autoregressive"),
-            ("noise-std", float, "Gaussian noise on the normalised inputs"),
-            ("target", str, "rollout: predict the next state (default), its increment, or "
-                            "the correction of a coarse solver's step (correction, with --coarse)"),
-            ("coarse", str, "with --target correction: the coarsening SPACExTIME of the "
-                            "generating solver to correct, e.g. 2x5 (grid 2x coarser, step 5x "
-                            "longer); the data must be stored on that coarse grid"),
-            ("num-test", int, "samples held out when no --test-data is given"),
-            ("seed", int, "seed of initialisation, data order and noise"),
-            ("schedule", str, "learning-rate schedule: onecycle (default) or cosine"),
-            ("device", str, "torch device (cpu, cuda)")):
+    for name, kind, metavar, text in (
+            ("epochs", int, "N", "number of epochs"),
+            ("batch-size", int, "N", "global batch size"),
+            ("lr", float, "FLOAT", "peak learning rate (OneCycleLR)"),
+            ("weight-decay", float, "FLOAT", "AdamW weight decay"),
+            ("max-grad-norm", float, "FLOAT", "gradient clipping norm (0: off)"),
+            ("gradient-loss-weight", float, "FLOAT", "weight of the gradient term of the loss"),
+            ("window", int, "N", "rollout: frames in"),
+            ("horizon", int, "N", "rollout: frames out"),
+            ("mode", str, "{teacher-forcing,autoregressive}",
+             "rollout: feed the true frames back, or the model's own predictions"),
+            ("noise-std", float, "FLOAT", "Gaussian noise on the normalised inputs"),
+            ("target", str, "{state,increment,correction}",
+             "rollout: predict the next state (default), its increment, or the correction of "
+             "a coarse solver's step (correction, with --coarse)"),
+            ("coarse", str, "SPACExTIME",
+             "with --target correction: the coarsening of the generating solver to correct, "
+             "e.g. 2x5 (grid 2x coarser, step 5x longer); the data must be stored on that "
+             "coarse grid"),
+            ("num-test", int, "N", "samples held out when no --test-data is given"),
+            ("seed", int, "N", "seed of initialisation, data order and noise"),
+            ("schedule", str, "{onecycle,cosine}",
+             "learning-rate schedule: onecycle (default) or cosine"),
+            ("device", str, "DEVICE", "torch device (cpu, cuda)")):
         train.add_argument(f"--{name}", type=kind, dest=f"train__{name.replace('-', '_')}",
-                           help=text)
+                           metavar=metavar, help=text)
     train.add_argument("--inputs", nargs="+", metavar="VAR",
                        help="operator task inputs: variables, NAME@FRAME for one frame of a "
                             "time-dependent one (e.g. u@0); default: from the variable roles")

@@ -1,5 +1,8 @@
 """The ssmpde command line: generate, info and models, including its error messages."""
 
+import inspect
+import re
+
 import numpy as np
 import pytest
 
@@ -119,3 +122,67 @@ def test_models_lists_presets_with_parameter_counts(capsys):
 def test_models_unknown_name(capsys):
     assert main(["models", "--describe", "geomamba"]) == 2
     assert "Did you mean 'geomano'" in capsys.readouterr().err
+
+
+def _every_command() -> list[list[str]]:
+    """Every command line that has its own --help: the commands and generate's equations."""
+    import argparse
+
+    from ssmpde.cli import _build_parser
+
+    def children(parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices
+        return {}
+
+    commands = []
+    for name, parser in children(_build_parser()).items():
+        commands.append([name])
+        commands += [[name, child] for child in children(parser)]
+    return commands
+
+
+def _python_names_with_other_flags() -> set[str]:
+    """The Python spellings (``final_time``, ``num_samples``) of options whose flag is spelled
+    otherwise (--time/--final-time, --samples): a help text names the flag, never these."""
+    import dataclasses
+
+    from ssmpde.solvers import generate
+    from ssmpde.solvers.base import get_solver_class, list_solvers
+    from ssmpde.surrogates.train import TrainConfig, train
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    for solver in list_solvers():
+        names |= {f.name for f in dataclasses.fields(get_solver_class(solver).Config)}
+    names |= set(inspect.signature(generate).parameters)
+    names |= set(inspect.signature(train).parameters)
+    return {name for name in names if "_" in name}
+
+
+@pytest.mark.parametrize("command", _every_command(), ids=" ".join)
+def test_help_is_plain_text_with_flag_spellings(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for markup in (":meth:", ":func:", ":class:", ":attr:", ":mod:", ":data:", "``"):
+        assert markup not in text, f"reStructuredText {markup!r} in {command} --help"
+    # A placeholder says what to give (N, FLOAT, PATH, LOW:HIGH ...): never a bare VALUE,
+    # nor the internal destination (TRAIN__EPOCHS).
+    assert not re.search(r"(?<![=\w])VALUE\b", text), text
+    assert "__" not in text
+    python_names = sorted(name for name in _python_names_with_other_flags()
+                          if re.search(rf"(?<![\w-]){name}\b", text))
+    assert not python_names, f"{command} --help names {python_names}: use the flags"
+
+
+@pytest.mark.parametrize("equation", ["navier-stokes", "burgers", "kuramoto-sivashinsky"])
+def test_a_viscosity_range_is_described_once_as_it_is_typed(equation, capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", equation, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    entry = text.rsplit("--viscosity ", 1)[1].split(" --", 1)[0]  # the option, not the usage
+    assert entry.startswith("FLOAT|LOW:HIGH "), entry
+    assert "pair" not in entry and "(low, high)" not in entry
+    assert entry.count("LOW:HIGH") == 2  # the metavar, and the one description
