@@ -463,7 +463,7 @@ def _train(args: argparse.Namespace) -> int:
     import json
     import tomllib
 
-    from .surrogates.train import TrainConfig, train
+    from .surrogates.train import TrainConfig, process_rank, train
 
     model_options: dict[str, Any] = {}
     train_options: dict[str, Any] = {}
@@ -498,8 +498,9 @@ def _train(args: argparse.Namespace) -> int:
                     test_data=args.test_data, resume=args.resume,
                     progress=not args.no_progress, time_limit=args.time_limit,
                     inputs=args.inputs, outputs=args.outputs, threads=args.threads)
-    shown = {k: v for k, v in metrics.items() if not isinstance(v, list)}
-    print(f"trained {args.model} into {args.out}: {json.dumps(shown)}")
+    if process_rank() == 0:  # under torchrun, once, not once per process
+        shown = {k: v for k, v in metrics.items() if not isinstance(v, list)}
+        print(f"trained {args.model} into {args.out}: {json.dumps(shown)}")
     return 0
 
 

@@ -186,3 +186,19 @@ def test_a_viscosity_range_is_described_once_as_it_is_typed(equation, capsys):
     assert entry.startswith("FLOAT|LOW:HIGH "), entry
     assert "pair" not in entry and "(low, high)" not in entry
     assert entry.count("LOW:HIGH") == 2  # the metavar, and the one description
+
+
+@pytest.mark.parametrize("rank, printed", [(None, True), ("0", True), ("1", False)])
+def test_train_prints_its_result_on_rank_zero_only(monkeypatch, capsys, tmp_path, rank, printed):
+    # Under torchrun every rank runs the command; its last line must appear once. torchrun
+    # tells a process its rank through RANK (the process group is gone when train returns).
+    import ssmpde.surrogates.train as train_module
+
+    monkeypatch.setattr(train_module, "train", lambda *args, **kwargs: {"epoch": 1})
+    if rank is None:
+        monkeypatch.delenv("RANK", raising=False)
+    else:
+        monkeypatch.setenv("RANK", rank)
+    assert main(["train", "fno", "--data", str(tmp_path / "d.nc"),
+                 "--out", str(tmp_path / "run")]) == 0
+    assert ("trained fno into" in capsys.readouterr().out) == printed

@@ -52,7 +52,7 @@ from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
 from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
     relative_l2, split_samples
 
-__all__ = ["TrainConfig", "evaluate", "load_checkpoint", "train"]
+__all__ = ["TrainConfig", "evaluate", "load_checkpoint", "process_rank", "train"]
 
 SCHEDULES = ("onecycle", "cosine")
 TARGETS = ("state", "increment", "correction")
@@ -212,6 +212,14 @@ def _distributed() -> tuple[int, int, bool]:
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size(), started
     return 0, 1, started
+
+
+def process_rank() -> int:
+    """This process's rank: the process group's while one is up, else the ``RANK`` that
+    torchrun sets (0 outside torchrun). Rank 0 alone prints a run's results."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return int(os.environ.get("RANK", "0"))
 
 
 def _mean_across(value: float, world: int) -> float:
