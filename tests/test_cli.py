@@ -202,3 +202,28 @@ def test_train_prints_its_result_on_rank_zero_only(monkeypatch, capsys, tmp_path
     assert main(["train", "fno", "--data", str(tmp_path / "d.nc"),
                  "--out", str(tmp_path / "run")]) == 0
     assert ("trained fno into" in capsys.readouterr().out) == printed
+
+
+def test_a_correction_checks_the_model_options_before_any_coarse_prediction(
+        tmp_path, monkeypatch, capsys):
+    # The coarse predictions of a correction run take a coarse solve of every stored frame
+    # (hours at benchmark sizes): options the data cannot take are refused before them.
+    import ssmpde.surrogates.train as train_module
+
+    data = tmp_path / "ns.nc"
+    assert main(["generate", "navier-stokes", "--samples", "2", "--out", str(data),
+                 *SMALL]) == 0
+
+    def never(*args, **kwargs):
+        raise AssertionError("coarse predictions computed before the model options were checked")
+
+    monkeypatch.setattr(train_module, "coarse_predictions", never)
+    capsys.readouterr()
+    status = main(["train", "lean-fno", "--data", str(data), "--preset", "ns-corrector",
+                   "--model-option", "modes=[32,33]", "--window", "1", "--target",
+                   "correction", "--coarse", "2x2", "--num-test", "1", "--no-progress",
+                   "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert "modes=[32, 33]" in err and "16x16 grid" in err
+    assert not (tmp_path / "run").exists()

@@ -428,10 +428,10 @@ def _require_samples(ds, path, purpose: str) -> None:
                          "generate it with --samples 1 or more, or choose another file")
 
 
-def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
-              progress: bool = False):
-    """(task, training set, test set, dataset facts for the checkpoint). A correction's
-    datasets carry the coarse predictions, computed into (or read from) ``out``."""
+def _datasets(data, test_data, config: TrainConfig, inputs, outputs):
+    """(task, training set, test set, dataset facts for the checkpoint). A correction's task
+    is marked as one here; its coarse predictions come later (:func:`_with_coarse_predictions`),
+    once the model's config is known to fit the data."""
     def task_of(ds):
         return infer_task(ds, window=config.window, horizon=config.horizon,
                           inputs=tuple(inputs) if inputs else None,
@@ -456,24 +456,31 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs, out: Path,
     else:
         train_samples, test_samples = split_samples(num_samples, config.num_test)
         test_set = TaskDataset(data, task, test_samples)
-    if config.target != "correction":
-        return task, TaskDataset(data, task, train_samples), test_set, facts
-    # One-step items on the cached coarse predictions (the test set always: one corrected
-    # step is the comparable metric); unrolled training reads plain trajectory windows.
-    task = dataclasses.replace(task, correction=True)
+    if config.target == "correction":
+        task = dataclasses.replace(task, correction=True)
+        if task.horizon > 1 and task.time_dependent:
+            raise ValueError("unrolling through the coarse solver does not take time-dependent "
+                             f"forcing ({list(task.time_dependent)}): train one step at a time "
+                             "(horizon 1)")
+    return task, TaskDataset(data, task, train_samples), test_set, facts
+
+
+def _with_coarse_predictions(task: Task, train_set: TaskDataset, test_set: TaskDataset,
+                             config: TrainConfig, out: Path, progress: bool = False):
+    """A correction's (training set, test set, the training file's coarse predictions): the
+    coarse predictions of the stored frames are computed into (or read from) ``out``.
+    One-step items on them (the test set always: one corrected step is the comparable
+    metric); unrolled training reads plain trajectory windows."""
     one_step = dataclasses.replace(task, horizon=1)
-    if task.horizon > 1 and task.time_dependent:
-        raise ValueError("unrolling through the coarse solver does not take time-dependent "
-                         f"forcing ({list(task.time_dependent)}): train one step at a time "
-                         "(horizon 1)")
-    cache = coarse_predictions(data, config.coarse, cache_directory(out), progress=progress)
-    test_cache = cache if test_data is None else coarse_predictions(
-        test_data, config.coarse, cache_directory(out, "test"), progress=progress)
-    train_set = (CorrectionDataset(data, one_step, train_samples, cache.values)
-                 if task.horizon == 1 else TaskDataset(data, task, train_samples))
-    return (task, train_set,
+    cache = coarse_predictions(train_set.path, config.coarse, cache_directory(out),
+                               progress=progress)
+    test_cache = cache if test_set.path == train_set.path else coarse_predictions(
+        test_set.path, config.coarse, cache_directory(out, "test"), progress=progress)
+    if task.horizon == 1:
+        train_set = CorrectionDataset(train_set.path, one_step, train_set.samples, cache.values)
+    return (train_set,
             CorrectionDataset(test_set.path, one_step, test_set.samples, test_cache.values),
-            dict(facts, coarse_predictions=cache.values))
+            cache.values)
 
 
 def _scheduler(optimizer, config: TrainConfig, total_steps: int):
@@ -671,12 +678,16 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     """The body of :func:`train`, under the run's lock."""
     from tqdm.auto import tqdm
 
-    task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs,
-                                                 out, progress and rank == 0)
+    task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs)
+    # The model's options are checked against the data first: a corrector's coarse
+    # predictions take a coarse solve of every stored frame (hours at benchmark sizes).
+    model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
     # A corrector's coarse predictions (the corrections' statistics), and the differentiable
     # coarse step it is unrolled through (horizon > 1); neither goes into the checkpoint.
-    coarse_values = facts.pop("coarse_predictions", None)
-    coarse_step = None
+    coarse_values = coarse_step = None
+    if task.correction:
+        train_set, test_set, coarse_values = _with_coarse_predictions(
+            task, train_set, test_set, config, out, progress and rank == 0)
     if task.correction and task.horizon > 1:
         from ssmpde.solvers.differentiable import differentiable_step
 
@@ -684,7 +695,6 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
             coarse_step = differentiable_step(coarse_solver(ds, config.coarse))
 
     torch.manual_seed(config.seed)
-    model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
     model = instantiate(model_name, model_config).to(device)
     if resume:
         normalizers = normalizers_of(_restore_model(out, model, model_name, model_config,
