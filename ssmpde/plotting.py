@@ -12,8 +12,10 @@ switch) and written through a temporary file renamed into place.
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -36,6 +38,11 @@ ERROR_MAP = "magma"
 SIGN_TOLERANCE = 1e-6
 _PANEL = 2.3  # inches per snapshot panel
 _LABEL_WIDTH = 34  # characters per line of a colour-bar label
+#: Relative errors below this are float64 round-off (eps 2.2e-16 grown over a rollout's steps).
+ROUND_OFF = 1e-12
+#: Decades below the largest error that a log error axis shows; smaller errors are drawn at
+#: the axis' labelled floor, as zeros are.
+ERROR_DECADES = 6
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,6 +159,88 @@ def _save(fig, path: str | os.PathLike, dpi: int) -> pathlib.Path:
     with atomic_path(target) as tmp:
         fig.savefig(tmp, dpi=dpi, format=fmt, metadata=metadata)
     return target
+
+
+# A count of one before a plural noun ("1 samples"), not "11 samples" or "0.1 steps".
+_ONE_PLURAL = re.compile(r"(?<![\d.,])1 (sample|step|frame|run|epoch|iteration|second)s\b")
+
+
+def _title(text: str, *, width_inches: float, fontsize: float = 9.0) -> str:
+    """``text`` on at most two lines of a ``width_inches`` wide figure (an ellipsis ends what
+    does not fit), with "1 samples" read as "1 sample": callers format counts with
+    ``f"{n} samples"``."""
+    text = _ONE_PLURAL.sub(r"1 \1", " ".join(text.split()))
+    # DejaVu Sans averages about 0.55 em per character; keep a margin for wide ones.
+    per_line = max(20, int(width_inches * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.wrap(text, per_line, break_on_hyphens=False, max_lines=2,
+                                   placeholder=" …"))
+
+
+def _error_floor(values: np.ndarray) -> float:
+    """The floor of a log error axis: a decade below the smallest meaningful error.
+
+    Meaningful errors are at least :data:`ROUND_OFF` and at least ``10**-ERROR_DECADES`` of the
+    largest error; the rest (zeros, round-off) are drawn at the floor, so that an exact
+    schedule does not stretch the axis to 1e-16 and squash everything else into its top."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size == 0:
+        return ROUND_OFF
+    negligible = max(ROUND_OFF, float(values.max()) * 10.0 ** -ERROR_DECADES)
+    smallest = float(values[values >= negligible].min())
+    return 10.0 ** (math.floor(math.log10(smallest)) - 1)
+
+
+def _floor_texts(values: np.ndarray, floor: float) -> tuple[str, str] | None:
+    """(tick label, band text) for what a log error axis draws at ``floor``; None if no
+    value lies below it."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    below = values[np.isfinite(values) & (values < floor)]
+    if below.size == 0:
+        return None
+    positive = below[below > 0]
+    if positive.size == 0:
+        return "0", "error 0 (exact)"
+    bound = f"{floor:.0e}".replace("e-0", "e-")
+    zero = "0 or " if positive.size < below.size else ""
+    noise = " (round-off)" if positive.max() < ROUND_OFF else ""
+    return f"<{bound}", f"error {zero}< {bound}{noise}"
+
+
+def _log_error_axis(ax, floor: float, top: float, values: np.ndarray):
+    """Log y axis from ``floor`` to just above ``top``.  If some ``values`` are below ``floor``
+    (zeros, round-off: drawn at ``floor`` by the caller), a shaded band under a dashed line at
+    ``floor`` holds them, with a tick label and a text that say what they are ("0", "error 0
+    (exact)").  Returns the band's text artist, or None without one."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+    from matplotlib.transforms import blended_transform_factory
+
+    texts = _floor_texts(values, floor)
+    top = max(top, 10 * floor)
+    bottom = floor / 10 ** 0.5 if texts else floor
+    upper = top * 10 ** 0.3
+    ax.set_yscale("log")
+    ax.set_ylim(bottom, upper)
+    first, last = math.floor(math.log10(floor)), math.ceil(math.log10(upper))
+    stride = max(1, math.ceil((last - first + 1) / 8))  # at most about 8 labelled decades
+    decades = [10.0 ** k for k in range(last, first - 1, -stride) if floor <= 10.0 ** k]
+    if texts:  # no decade label crowding the floor's own
+        decades = [floor, *(d for d in decades if d > floor * 10 ** 0.5)]
+    minor = [m * 10.0 ** k for k in range(first, last) for m in range(2, 10)
+             if floor < m * 10.0 ** k < upper] if stride == 1 else []
+    ax.yaxis.set_major_locator(FixedLocator(decades))
+    ax.yaxis.set_minor_locator(FixedLocator(minor))  # none in the band: nothing is there
+    if not texts:
+        return None
+    tick_text, band_text = texts
+    ax.yaxis.set_major_formatter(FuncFormatter(
+        lambda v, _: tick_text if math.isclose(v, floor, rel_tol=1e-9)
+        else f"$10^{{{round(math.log10(v))}}}$"))
+    ax.axhspan(bottom, floor, color="0.92", zorder=0, lw=0)
+    ax.axhline(floor, color="0.4", linestyle="--", linewidth=0.9, zorder=1)
+    return ax.text(0.005, floor, " " + band_text, fontsize=7, color="0.3", ha="left",
+                   va="top", transform=blended_transform_factory(ax.transAxes, ax.transData),
+                   zorder=2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,20 +582,50 @@ def _hybrid_figure(*, reference: np.ndarray, hybrid: np.ndarray, surrogate: np.n
             f"t = {time_values[0]:g} … {time_values[-1]:g}")
     top.suptitle(f"sample {label}, {when}", fontsize=10)
 
-    ax = bottom.subplots()
-    for name, curve in errors.items():
-        curve = np.asarray(curve, dtype=np.float64)
-        if not np.any(curve > 0):  # the solver-only run matches exactly: no place on log axes
-            ax.plot([], [], " ", label=f"{name}: exact (0)")
-            continue
-        ax.plot(time_values, np.where(curve > 0, curve, np.nan), marker="o", markersize=3,
-                label=name)
+    _draw_error_curves(bottom.subplots(), time_values, errors, time_label)
+    return fig
+
+
+#: Line styles and (open) markers of the error curves: curve i gets ``_LINESTYLES[i % 4]`` and
+#: ``_MARKERS[i % 7]`` (4 and 7 are coprime: 28 distinct pairs), so that schedules with equal
+#: errors, drawn over each other, still differ.
+_LINESTYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def _draw_error_curves(ax, times: np.ndarray, errors: Mapping[str, np.ndarray],
+                       time_label: str) -> None:
+    """Relative L2 error against time, one curve per schedule, on a log axis whose floor is
+    drawn and labelled (:func:`_log_error_axis`); errors below it (zeros, round-off) lie on it.
+
+    Schedules often have equal errors (two adaptive tolerances that both fall back to the
+    solver; the solver schedule and parareal): every curve stays visible because earlier
+    curves are drawn wider, each has its own (line style, open marker) pair, later markers
+    are smaller (equal points show as nested markers), and on long series each curve marks
+    every n-th point from its own offset."""
+    curves = {name: np.asarray(curve, dtype=np.float64) for name, curve in errors.items()}
+    values = np.concatenate([c.ravel() for c in curves.values()]) if curves else np.zeros(0)
+    floor = _error_floor(values)
+    finite = values[np.isfinite(values)]
+    top = float(finite.max()) if finite.size else 1.0
+    count = len(curves)
+    every = count if times.size >= 2 * count else 1
+    for i, (name, curve) in enumerate(curves.items()):
+        exact = bool(np.all(curve == 0))
+        shown = np.where(np.isfinite(curve), np.maximum(curve, floor), np.nan)
+        ax.plot(times, shown, label=f"{name}: exact (0)" if exact else name,
+                linestyle=_LINESTYLES[i % len(_LINESTYLES)],
+                linewidth=max(1.0, 3.0 - 2.0 * i / max(count - 1, 1)),
+                marker=_MARKERS[i % len(_MARKERS)], markerfacecolor="none",
+                markersize=max(3.5, 8.0 - 4.5 * i / max(count - 1, 1)), markeredgewidth=1.1,
+                markevery=(i % every, every), zorder=3 + i / max(count, 1))
+    _log_error_axis(ax, floor, top, values)
     ax.set_xlabel(time_label)
     ax.set_ylabel("relative L2 error vs solver")
-    ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, title="schedule", title_fontsize=8)
-    return fig
+    if curves:
+        ax.legend(fontsize=8, title="schedule", title_fontsize=8, loc="center left",
+                  bbox_to_anchor=(1.01, 0.5), handlelength=3.5)
 
 
 def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.ndarray,
@@ -523,8 +642,11 @@ def plot_hybrid(path: str | os.PathLike, *, reference: np.ndarray, hybrid: np.nd
     and the surrogate-only run (one shared colour scale and colour bar, diverging only if the
     values take both signs) and ``|hybrid − reference|`` (its own colour bar).  For a 1D grid
     the same four panels are space-time diagrams (``x`` horizontal, time vertical).  Below,
-    the relative L2 error of every schedule against time on log axes; a schedule that matches
-    the reference exactly is listed as ``"name: exact (0)"``.
+    the relative L2 error of every schedule against time on log axes, each schedule with its
+    own line style and marker so that equal curves stay visible; errors more than
+    :data:`ERROR_DECADES` decades below the largest, or below :data:`ROUND_OFF`, and zeros
+    are drawn on a dashed, labelled floor, and a schedule that matches the reference
+    exactly is listed as ``"name: exact (0)"``.
 
     Parameters
     ----------
@@ -587,49 +709,92 @@ def pareto_front(rows: Sequence[Mapping]) -> list[Mapping]:
     return sorted(front, key=lambda r: r["seconds"])
 
 
+_MARKER_AREA = 60  # points², as matplotlib's scatter ``s``
+#: adjustText settings for the Pareto labels: pushed harder off the markers than by default
+#: (labels otherwise settle on a neighbour's marker), and a fixed number of iterations.
+_ADJUST = dict(iter_lim=300, expand=(1.2, 1.5), force_static=(0.5, 1.0), force_text=(0.3, 0.6))
+
+
+def _pareto_figure(rows: Sequence[Mapping], *, title: str = "", floor: float | None = None,
+                   dpi: int = 150):
+    """Build (but do not save) the :func:`plot_pareto` figure; returns the Figure."""
+    from adjustText import adjust_text
+    from matplotlib.transforms import Bbox
+
+    done = [r for r in rows if "failed" not in r]
+    if not done:
+        raise ValueError("plot_pareto needs at least one row that ran to the end")
+    errors = np.array([float(r["final_rel_l2"]) for r in done])
+    if floor is None:
+        floor = _error_floor(errors)
+    width = 9.0
+    fig = _new_figure(figsize=(width, 5.5), dpi=dpi)
+    ax = fig.add_subplot()
+    seen, points, texts = set(), [], []
+    for row, error in zip(done, np.maximum(errors, floor)):
+        marker, colour, label = _PARETO_STYLE.get(row.get("kind"), ("x", "tab:purple", "other"))
+        ax.scatter(row["seconds"], error, marker=marker, color=colour, s=_MARKER_AREA, zorder=3,
+                   label=None if label in seen else label)
+        seen.add(label)
+        points.append((row["seconds"], error))
+        texts.append(ax.text(row["seconds"], error, row["schedule"], fontsize=7, zorder=4))
+    front = pareto_front(done)
+    ax.step([r["seconds"] for r in front], [max(r["final_rel_l2"], floor) for r in front],
+            where="post", color="tab:blue", alpha=0.4, lw=1.5, zorder=2, label="Pareto front")
+    ax.set_xscale("log")
+    band = _log_error_axis(ax, floor, float(errors.max()), errors)
+    seconds = np.array([float(r["seconds"]) for r in done])
+    seconds = seconds[seconds > 0]
+    if seconds.size:  # room at both ends for the labels of the first and last points
+        ax.set_xlim(seconds.min() / 10 ** 0.25, seconds.max() * 10 ** 0.25)
+    ax.set_xlabel("wall time (s)", fontsize=8)
+    ax.set_ylabel("relative L2 error at the horizon", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, which="both", alpha=0.25)
+    # Outside the axes: the legend takes no room from the points and their labels.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    failed = [r for r in rows if "failed" in r]
+    if failed:
+        fig.supxlabel(_title("failed, not drawn: " + "; ".join(r["schedule"] for r in failed),
+                             width_inches=width, fontsize=8), fontsize=8, color="tab:red")
+    if title:
+        ax.set_title(_title(title, width_inches=width - 1.5), fontsize=9)
+    # Labels move apart (adjustText) once the layout is final, and stay out of it: moved
+    # labels must not resize the axes they were placed in.  iter_lim, not adjustText's
+    # default time limit, so that the figure does not depend on the machine's speed.
+    for text in texts:
+        text.set_in_layout(False)
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+    # Obstacles as boxes in data coordinates (what adjustText takes): each marker's square
+    # (its area is ``s`` points²) and the floor's text.
+    to_data = ax.transData.inverted()
+    half = 0.5 * math.sqrt(_MARKER_AREA) * fig.dpi / 72
+    obstacles = [Bbox(ax.transData.transform([point, point]) + [[-half, -half], [half, half]])
+                 .transformed(to_data) for point in points]
+    if band is not None:
+        obstacles.append(band.get_window_extent().transformed(to_data))
+    adjust_text(texts, ax=ax, objects=obstacles, **_ADJUST,
+                arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
+    return fig
+
+
 def plot_pareto(path: str | os.PathLike, rows: Sequence[Mapping], *, title: str = "",
                 floor: float | None = None, dpi: int = 150) -> pathlib.Path:
     """Error at the horizon against wall time, one marker per configuration, the Pareto
     front drawn through the best.
+
+    Point labels are moved apart (adjustText) so that none covers another, with a thin line
+    back to their point when moved far.  The title takes at most two lines.
 
     Parameters
     ----------
     rows : sequence of mapping
         Each with ``schedule``, ``kind``, ``final_rel_l2`` and ``seconds`` (rows with
         ``failed`` are listed under the plot instead). The fine solver's error is zero by
-        definition; errors below ``floor`` (default: a tenth of the smallest non-zero
-        error) are drawn at ``floor``.
+        definition; errors below ``floor`` are drawn at ``floor``, a dashed line over a
+        shaded band whose tick and text say what lies on it ("error 0 (exact)").  Default
+        floor: a decade below the smallest error that is at least :data:`ROUND_OFF` and
+        within :data:`ERROR_DECADES` decades of the largest.
     """
-    done = [r for r in rows if "failed" not in r]
-    if not done:
-        raise ValueError("plot_pareto needs at least one row that ran to the end")
-    if floor is None:
-        positive = [r["final_rel_l2"] for r in done if r["final_rel_l2"] > 0]
-        floor = 0.1 * min(positive) if positive else 1e-12
-    fig = _new_figure(figsize=(7.5, 5.0))
-    ax = fig.add_subplot()
-    seen = set()
-    for row in done:
-        marker, colour, label = _PARETO_STYLE.get(row.get("kind"), ("x", "tab:purple", "other"))
-        error = max(float(row["final_rel_l2"]), floor)
-        ax.scatter(row["seconds"], error, marker=marker, color=colour, s=60, zorder=3,
-                   label=None if label in seen else label)
-        seen.add(label)
-        ax.annotate(row["schedule"], (row["seconds"], error), fontsize=6,
-                    xytext=(4, 3), textcoords="offset points")
-    front = pareto_front(done)
-    ax.step([r["seconds"] for r in front], [max(r["final_rel_l2"], floor) for r in front],
-            where="post", color="tab:blue", alpha=0.4, lw=1.5, zorder=2, label="Pareto front")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("wall time (s)", fontsize=8)
-    ax.set_ylabel("relative L2 error at the horizon", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="best")
-    failed = [r for r in rows if "failed" in r]
-    if failed:
-        title += "\n" + "; ".join(f"{r['schedule']}: failed" for r in failed)
-    if title:
-        ax.set_title(_wrap(title), fontsize=9)
-    return _save(fig, path, dpi)
+    return _save(_pareto_figure(rows, title=title, floor=floor, dpi=dpi), path, dpi)

@@ -274,3 +274,137 @@ def test_schlieren_is_the_gradient_magnitude_and_is_drawn_in_grey(tmp_path):
     assert plot_snapshots(ds, tmp_path / "s.png", samples=(0,), schlieren_of="density").exists()
     with pytest.raises(ValueError, match="no variable 'rho'"):
         plotting.schlieren(ds, "rho")
+
+
+# ------------------------------------------------------------------------------------------
+# Readable error figures: Pareto labels, zero-error floors, titles, equal error curves
+# ------------------------------------------------------------------------------------------
+
+def coarse(factor, error, seconds):
+    return {"schedule": f"coarse {factor} (grid 256, dt 0.02)", "kind": "coarse",
+            "final_rel_l2": error, "seconds": seconds}
+
+
+#: Rows as the demo's Kuramoto–Sivashinsky rollout reports them (examples/demo.py): the
+#: coarse solvers' long labels and the two adaptive tolerances land next to each other.
+DEMO_ROWS = [
+    {"schedule": "solver, one run", "kind": "solver", "final_rel_l2": 0.0, "seconds": 0.92},
+    {"schedule": "surrogate", "kind": "surrogate", "final_rel_l2": 0.41, "seconds": 0.061},
+    {"schedule": "surrogate:4,solver:1", "kind": "fixed", "final_rel_l2": 0.083,
+     "seconds": 0.24},
+    {"schedule": "adaptive:0.001", "kind": "adaptive", "final_rel_l2": 0.0021, "seconds": 0.71},
+    {"schedule": "adaptive:0.01", "kind": "adaptive", "final_rel_l2": 0.0024, "seconds": 0.69},
+    {"schedule": "parareal:5:1", "kind": "parareal", "final_rel_l2": 0.0, "seconds": 1.31},
+    coarse("2x1", 0.031, 0.47), coarse("4x1", 0.22, 0.26), coarse("1x2", 0.0012, 0.48),
+    coarse("1x5", 0.0098, 0.19), coarse("2x2", 0.033, 0.245), coarse("2x5", 0.037, 0.101),
+    coarse("4x5", 0.25, 0.055),
+    {"schedule": "surrogate:1,solver:1", "kind": "fixed", "failed": "diverged at step 12"},
+]
+
+
+def pareto(monkeypatch, rows, **kwargs):
+    """The Pareto figure as drawn to file, with its renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    monkeypatch.setattr(plotting, "_save", lambda fig, path, dpi: fig)
+    fig = plotting.plot_pareto("unused.png", rows, **kwargs)
+    FigureCanvasAgg(fig).draw()
+    return fig, fig.axes[0], fig.canvas.get_renderer()
+
+
+def test_pareto_labels_do_not_overlap(monkeypatch):
+    fig, ax, renderer = pareto(monkeypatch, DEMO_ROWS, title="ks")
+    names = {row["schedule"] for row in DEMO_ROWS if "failed" not in row}
+    labels = [t for t in ax.texts if t.get_text() in names]
+    assert sorted(t.get_text() for t in labels) == sorted(names)
+    boxes = {t.get_text(): t.get_window_extent(renderer) for t in labels}
+    inside = ax.get_window_extent(renderer)
+    for i, (a, box) in enumerate(boxes.items()):
+        assert inside.x0 - 1 <= box.x0 and box.x1 <= inside.x1 + 1, a
+        for b, other in list(boxes.items())[i + 1:]:
+            assert not box.overlaps(other), f"{a!r} overlaps {b!r}"
+
+
+def tick_label(ax, value):
+    """The label of the major tick at ``value`` (one must be there)."""
+    ticks = list(ax.yaxis.get_major_locator()())
+    (position,) = [i for i, tick in enumerate(ticks) if np.isclose(tick, value, rtol=1e-9)]
+    return ax.yaxis.get_major_formatter()(ticks[position], position)
+
+
+def test_pareto_zero_errors_sit_on_a_labelled_floor(monkeypatch):
+    fig, ax, renderer = pareto(monkeypatch, DEMO_ROWS)
+    floor = 1e-4  # a decade below the smallest non-zero error, 1.2e-3
+    exact = [c for c in ax.collections if c.get_offsets().shape == (1, 2)
+             and c.get_offsets()[0, 1] == pytest.approx(floor)]
+    assert len(exact) == 2  # the fine solver and the converged parareal
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"
+              and np.allclose(line.get_ydata(), floor)]
+    assert dashed, "no line drawn at the floor"
+    assert any(t.get_text().strip() == "error 0 (exact)" for t in ax.texts)
+    assert tick_label(ax, floor) == "0"
+    assert ax.get_ylim()[0] < floor  # the floor is inside the axes, not on its edge
+
+
+def test_pareto_title_is_at_most_two_lines_and_counts_in_the_singular(monkeypatch):
+    title = "kuramoto-sivashinsky: error after 40 steps against wall time (1 samples)"
+    fig, ax, _ = pareto(monkeypatch, DEMO_ROWS, title=title)
+    shown = ax.get_title()
+    assert shown.count("\n") <= 1 and "(1 sample)" in shown and "samples" not in shown
+    assert "surrogate:1,solver:1" in fig.get_supxlabel()  # the failed row, under the plot
+    long = plotting._title("x " * 200 + "(11 samples, 0.1 steps)", width_inches=7.5)
+    assert long.count("\n") == 1 and long.endswith("…")
+    assert plotting._title("(11 samples, 0.1 steps, 1 steps)", width_inches=7.5) == \
+        "(11 samples, 0.1 steps, 1 step)"
+
+
+def error_axes(fig):
+    return next(ax for ax in fig.axes if ax.get_yscale() == "log")
+
+
+def hybrid_with_errors(errors):
+    frames = np.random.default_rng(5).normal(size=(1, 24, 1, 16))
+    return plotting._hybrid_figure(reference=frames, hybrid=frames + 0.01,
+                                   surrogate=frames + 0.1, times=np.arange(24) * 0.1,
+                                   errors=errors, schedule="surrogate:4,solver:1", fields=("u",))
+
+
+def test_hybrid_equal_error_curves_all_stay_visible():
+    growth = np.linspace(0.01, 0.4, 24)
+    errors = {"surrogate": growth, "surrogate:4,solver:1": growth / 5,
+              "adaptive:0.001": growth / 20, "adaptive:0.01": growth / 20,
+              "parareal:5:1": growth / 20, "solver": np.zeros(24), "adaptive": np.zeros(24)}
+    ax = error_axes(hybrid_with_errors(errors))
+    lines = [line for line in ax.lines if line.get_label() in errors
+             or line.get_label().removesuffix(": exact (0)") in errors]
+    assert len(lines) == len(errors)  # the exact ones are drawn too, on the floor
+    styles = [(line.get_linestyle(), line.get_marker()) for line in lines]
+    assert len(set(styles)) == len(styles), styles
+    # an equal curve drawn later is narrower and on top, so the earlier one shows around it
+    widths = [line.get_linewidth() for line in lines]
+    assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
+    orders = [line.get_zorder() for line in lines]
+    assert orders == sorted(orders)
+    # markers of equal curves fall on different frames
+    equal = lines[2:5]
+    offsets = [line.get_markevery() for line in equal]
+    assert len({o[0] for o in offsets}) == 3 and all(o[1] >= 3 for o in offsets)
+    legend = ax.get_legend()
+    assert len(legend.get_lines()) == len(errors)
+    assert all(h.get_marker() not in ("", "None", " ") for h in legend.get_lines())
+
+
+def test_hybrid_error_axis_ends_at_a_labelled_floor_above_round_off():
+    growth = np.linspace(0.02, 0.5, 24)
+    round_off = 3e-16 * np.arange(1, 25)
+    errors = {"surrogate": growth, "surrogate:3,solver:1": 0.3 * growth, "solver": round_off}
+    ax = error_axes(hybrid_with_errors(errors))
+    low, high = ax.get_ylim()
+    assert low >= 1e-6 * 0.5 / 10 and high < 10  # not 1e-16 to 1
+    floor = 1e-4  # a decade below the smallest meaningful error, 6e-3
+    assert low < floor
+    solver = next(line for line in ax.lines if line.get_label() == "solver")
+    np.testing.assert_allclose(solver.get_ydata(), floor)
+    band = [t.get_text() for t in ax.texts if "round-off" in t.get_text()]
+    assert band == [" error < 1e-4 (round-off)"]
+    assert tick_label(ax, floor) == "<1e-4"
