@@ -6,7 +6,8 @@ mkdocstrings renders docstrings as Markdown, where those would show as raw marku
 docstrings are parsed, this extension rewrites
 
 * ``:math:`x``` into ``$x$`` and a ``.. math::`` block into a ``$$ ... $$`` block (rendered by
-  pymdownx.arithmatex, like the Markdown pages);
+  pymdownx.arithmatex, like the Markdown pages), its lines in an ``aligned`` environment if
+  they align (``&``) or break lines (Sphinx sets them in ``split``);
 * ``:func:`a.b```, ``:class:`~a.b.C``` and the other cross-reference roles into code spans (a
   leading ``~`` keeps the last component, as in Sphinx);
 * doctest blocks (lines starting with ``>>>``) outside an Examples section into fenced Python
@@ -57,8 +58,14 @@ def _math_blocks(lines: list[str]) -> list[str]:
             block.pop()
         depth = min((_indent(line) for line in block if line.strip()), default=0)
         body += [line[depth:] for line in block]
+        body = [line for line in body if line.strip()]
+        # Sphinx sets a directive's lines in an alignment environment (split), so docstrings
+        # align with & and break with \\; bare in $$ ... $$, MathJax stops at "Misplaced &".
+        if any("&" in line or "\\\\" in line for line in body) and \
+                not any("\\begin{" in line for line in body):
+            body = ["\\begin{aligned}", *body, "\\end{aligned}"]
         # A continuation of the directive's first line is indented like the block.
-        out += [f"{indent}$$"] + [f"{indent}{line}" for line in body if line.strip()]
+        out += [f"{indent}$$"] + [f"{indent}{line}" for line in body]
         out.append(f"{indent}$$")
     return out
 
