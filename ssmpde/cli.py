@@ -463,6 +463,7 @@ def _train(args: argparse.Namespace) -> int:
     import json
     import tomllib
 
+    from .core import JSONFileError, decode_json
     from .surrogates.train import TrainConfig, process_rank, train
 
     model_options: dict[str, Any] = {}
@@ -484,8 +485,8 @@ def _train(args: argparse.Namespace) -> int:
         if not sep:
             raise ValueError(f"--model-option needs KEY=VALUE, got {option!r}")
         try:
-            model_options[key] = json.loads(value)
-        except json.JSONDecodeError:
+            model_options[key] = decode_json(f"--model-option {key}", text=value, expect=object)
+        except JSONFileError:  # a plain word: the text itself
             model_options[key] = value
     train_options.update({k.removeprefix("train__"): v for k, v in vars(args).items()
                           if k.startswith("train__") and v is not None})

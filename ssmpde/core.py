@@ -8,19 +8,25 @@ Solvers, models, training, evaluation and coupling all use these; none keeps its
   tensors alike, optionally per field and averaged over fields (so that a large-valued field
   such as pressure does not drown a small one such as density);
 * :func:`autoregressive`: the one loop that feeds a model's (or a solver's) frames back as its
-  input, used by training (teacher forcing, pushforward), evaluation and hybrid rollouts.
+  input, used by training (teacher forcing, pushforward), evaluation and hybrid rollouts;
+* :func:`decode_json`: every JSON document ssmpde reads back (a run's ``config.json``, a cache
+  manifest, a dataset's JSON attributes), with one error naming where it came from.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Sequence
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-__all__ = ["Registry", "autoregressive", "relative_l2", "unknown_name"]
+__all__ = ["JSONFileError", "Registry", "autoregressive", "decode_json", "relative_l2",
+           "unknown_name"]
 
 T = TypeVar("T")
 
@@ -252,3 +258,75 @@ def memory_limit(limit: str | int | None = None) -> int:
 
 def gib(nbytes: float) -> str:
     return f"{nbytes / 2 ** 30:.3g} GiB"
+
+
+class JSONFileError(ValueError):
+    """A JSON document ssmpde reads back (a run's ``config.json``, a cache manifest, a dataset's
+    JSON attribute) cannot be decoded or holds the wrong JSON types."""
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
+               bool: "boolean", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _is_a(value: Any, kind: type | tuple[type, ...]) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds and object not in kinds:
+        return False  # JSON true is not a number
+    return isinstance(value, kinds)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(_JSON_TYPES.get(k, k.__name__) for k in kinds)
+
+
+def decode_json(source: str | os.PathLike, *, text: str | bytes | None = None,
+                expect: type | tuple[type, ...] = dict,
+                keys: Mapping[str, type | tuple[type, ...]] | None = None,
+                error: type[Exception] = JSONFileError, fix: str = "") -> Any:
+    """The JSON document ``source`` (a file, read here), or ``text`` read from ``source``
+    (then a description such as ``"global attribute 'ssmpde_config'"``), checked for its
+    top-level type ``expect`` and, for an object, the types of the ``keys`` it must have.
+
+    Every failure is one ``error`` (default :class:`JSONFileError`) naming ``source``, then
+    ``fix``: invalid JSON, text that is not UTF-8, nesting too deep for the decoder (Python's
+    RecursionError), a number too long to convert (Python's advice to raise
+    ``sys.set_int_max_str_digits`` is not passed on), the wrong top-level type, a missing or
+    ill-typed key. JSON ``true`` is not accepted as a number. OSError (a file that cannot be
+    read) is the caller's.
+
+    Example
+    -------
+    >>> decode_json("example", text='{"epoch": 3}', keys={"epoch": int})
+    {'epoch': 3}
+    """
+    where = os.fspath(source)
+    tail = f": {fix}" if fix else ""
+    raw = Path(where).read_bytes() if text is None else text
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where} is not valid JSON ({exc}){tail}") from None
+    except UnicodeDecodeError:
+        raise error(f"{where} is not valid JSON (it is not UTF-8 text){tail}") from None
+    except RecursionError:
+        raise error(f"{where} is not valid ssmpde JSON (it is nested too deeply to "
+                    f"decode){tail}") from None
+    except ValueError:  # json's int(): a number with more digits than Python converts
+        raise error(f"{where} is not valid ssmpde JSON (it holds a number too long to "
+                    f"read){tail}") from None
+    if not _is_a(value, expect):
+        raise error(f"{where} must hold a JSON {_kind_name(expect)}, got "
+                    f"{_json_type(value)}{tail}")
+    for key, kind in (keys or {}).items():
+        if key not in value:
+            raise error(f"{where} lacks the key {key!r}{tail}")
+        if not _is_a(value[key], kind):
+            raise error(f"{where}: {key!r} must be a JSON {_kind_name(kind)}, got "
+                        f"{_json_type(value[key])}{tail}")
+    return value

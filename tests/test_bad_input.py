@@ -627,3 +627,114 @@ def test_too_little_memory_for_one_worker_is_refused(files, capsys, monkeypatch)
         line = run_bad([*command, "--workers", "1"], capsys, files["root"])
         assert "a local dask cluster needs about 0.375 GiB a worker process" in line, line
         assert "run without --workers" in line
+
+
+# ------------------------------------------------------------------------------------------
+# Hostile JSON in a run's config.json and a correction cache's manifest: one error naming the
+# file (ssmpde.core.decode_json), never an internal error (RecursionError) or Python's advice
+# on long integers; a crafted task is refused before anything of its size is allocated
+# ------------------------------------------------------------------------------------------
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _crafted_run(source: Path, run: Path, change) -> Path:
+    shutil.copytree(source, run)
+    config = run / "config.json"
+    if callable(change):
+        record = json.loads(config.read_text())
+        change(record)
+        config.write_text(json.dumps(record))
+    else:
+        config.write_text(change)
+    return run
+
+
+def json_cases(f, root):
+    ns, run = f["ns"], f["ns-run"]
+    text = (run / "config.json").read_text()
+    long_epoch = text.replace('"epoch": 1', '"epoch": ' + "1" * 5000)
+    assert long_epoch != text
+
+    def task(**values):
+        return lambda record: record["task"].update(values)
+
+    def more_means(record):
+        record["normalizers"]["fields"]["mean"].append(0.0)
+
+    crafted = {"deep": (DEEP_JSON, "nested too deeply"),
+               "long-number": (long_epoch, "number too long"),
+               "not-object": ("[1]", "must hold a JSON object, got array"),
+               "window-text": (task(window="2"), "task 'window' must be int, got str"),
+               "window-0": (task(window=0), "task 'window' must be at least 1"),
+               "window-true": (task(window=True), "task 'window' must be int, got bool"),
+               "horizon-float": (task(horizon=1.5), "task 'horizon' must be int, got float"),
+               "grid-3d": (task(grid=[16, 16, 16]), "'grid' must hold one or two positive"),
+               "grid-0": (task(grid=[0, 16]), "'grid' must hold one or two positive"),
+               "dt-nan": (task(dt=float("nan")), "'dt' must be a finite number"),
+               "inputs-numbers": (task(inputs=[1]), "'inputs' must hold variable names"),
+               "unknown-key": (task(stride=2), "unknown key 'stride'"),
+               "means": (more_means, "'mean' must hold 1 values")}
+    table = []
+    for name, (change, words) in crafted.items():
+        path = _crafted_run(run, root / f"run-{name}", change)
+        table.append((f"evaluate-{name}", ["evaluate", path, "--data", ns], words))
+        if name in ("deep", "long-number"):
+            table.append((f"resume-{name}", ["train", "geomano", "--data", ns, "--out", path,
+                                             "--resume", "--no-progress"], words))
+        if name in ("window-0", "deep"):
+            table.append((f"rollout-{name}", ["rollout", "--checkpoint", path, "--steps", "2",
+                                              "--schedule", "surrogate"], words))
+    # A correction run's cache whose manifest is damaged: named, with the fix.
+    manifests = {"invalid": ("{bad", "is not valid JSON"),
+                 "deep": (DEEP_JSON, "nested too deeply"),
+                 "long-number": ('{"digest": ' + "1" * 5000 + "}", "number too long"),
+                 "array": ("[]", "must hold a JSON object, got array"),
+                 "digest-number": ('{"digest": 5}', "'digest' must be a JSON string"),
+                 "blocks-array": ('{"digest": "x", "blocks": [1]}', "'blocks' must map")}
+    for name, (content, words) in manifests.items():
+        out = root / f"corrector-{name}"
+        manifest = out / "correction_cache" / "train" / "manifest.json"
+        manifest.parent.mkdir(parents=True)
+        manifest.write_text(content)
+        table.append((f"cache-manifest-{name}",
+                      ["train", "geomano", "--data", ns, "--out", out, "--no-progress",
+                       "--model-option", "width=8", "--model-option", "depth=1", "--window",
+                       "1", "--target", "correction", "--coarse", "1x2"],
+                      str(manifest)))
+        table.append((f"cache-manifest-{name}-words", table[-1][1], words))
+    return table
+
+
+def test_hostile_json_and_crafted_tasks_are_named(files, capsys, tmp_path):
+    assert_table(json_cases(files, tmp_path), capsys, tmp_path)
+
+
+HUGE_WINDOW = """
+import resource, sys
+import psutil
+import ssmpde.surrogates.train  # torch and the rest, before the limit
+from ssmpde.cli import main
+
+process = psutil.Process()
+# A regression that builds window-sized lists or frames hits MemoryError (exit 2, 'out of
+# memory') under this limit instead of eating the machine's memory.
+resource.setrlimit(resource.RLIMIT_AS, (process.memory_info().vms + 2 ** 31,
+                                        resource.getrlimit(resource.RLIMIT_AS)[1]))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_crafted_window_is_refused_before_it_is_allocated(files, tmp_path):
+    import subprocess
+    import sys
+
+    run = _crafted_run(files["ns-run"], tmp_path / "huge-window",
+                       lambda record: record["task"].update(window=10 ** 9))
+    done = subprocess.run([sys.executable, "-c", HUGE_WINDOW, "evaluate", str(run), "--data",
+                           str(files["ns"])], capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"ssmpde: error: checkpoint config {run / 'config.json'}: "
+                               "its task (window 1000000000"), lines[0]
+    assert "for one sample, more than the limit" in lines[0]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import math
 import numbers
 import os
@@ -28,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+
+from ssmpde.core import JSONFileError, decode_json
 
 from . import formats
 from .integrity import (GuardedNetCDF4Backend, GuardedZarrBackend, guard, missing_chunks,
@@ -313,10 +314,10 @@ def _output_kind(path: pathlib.Path) -> str | None:
         config = path / "config.json"
         if config.is_file():
             try:
-                record = json.loads(config.read_text())
-            except (OSError, ValueError):
+                record = decode_json(config)
+            except (OSError, JSONFileError):
                 return None
-            return "run" if isinstance(record, dict) and "model" in record else None
+            return "run" if "model" in record else None
         if not _is_zarr_store(path):
             # Another tool's directory (The Well, ...) is ours only if we exported it.
             foreign = formats.sniff(path)
@@ -362,8 +363,8 @@ def _inputs_with_recorded_data(inputs: Iterable[str | os.PathLike]
         source = pathlib.Path(os.fspath(source)).expanduser()
         found.append((source, "one of the inputs"))
         try:
-            recorded = json.loads((source / "config.json").read_text())["dataset"]["path"]
-        except (OSError, ValueError, TypeError, KeyError):
+            recorded = decode_json(source / "config.json")["dataset"]["path"]
+        except (OSError, JSONFileError, TypeError, KeyError):
             continue
         if isinstance(recorded, str) and recorded:
             found.append((pathlib.Path(recorded),

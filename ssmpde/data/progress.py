@@ -15,6 +15,8 @@ import os
 import pathlib
 from typing import Any
 
+from ssmpde.core import JSONFileError, decode_json
+
 from .schema import DatasetFileError
 
 __all__ = ["PROGRESS_ATTR", "StoreProgress", "store_progress"]
@@ -101,9 +103,12 @@ class StoreProgress:
         fix = (f"'{source}' cannot be resumed: delete it, or regenerate it with --overwrite "
                "(overwrite=True)")
         try:
-            record = json.loads(text)
+            record = decode_json(f"the progress record ('{PROGRESS_ATTR}' attribute) of "
+                                 f"'{source}'", text=text, error=DatasetFileError, fix=fix)
             complete = tuple((int(a), int(b)) for a, b in record.pop("complete"))
             progress = cls(complete=complete, **record)
+        except DatasetFileError:
+            raise
         except (TypeError, ValueError, KeyError) as exc:
             raise DatasetFileError(f"the progress record ('{PROGRESS_ATTR}' attribute) of "
                                    f"'{source}' is unreadable ({exc}): {fix}") from None
@@ -121,10 +126,9 @@ class StoreProgress:
 def _root_attributes(path: pathlib.Path) -> dict | None:
     """The root group's attributes of a zarr format 2 store, None where there are none."""
     try:
-        attrs = json.loads((path / ".zattrs").read_text())
-    except (OSError, ValueError):
+        return decode_json(path / ".zattrs")
+    except (OSError, JSONFileError):
         return None
-    return attrs if isinstance(attrs, dict) else None
 
 
 def store_progress(path: str | os.PathLike) -> StoreProgress | None:

@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from ssmpde import __version__
+from ssmpde.core import JSONFileError, decode_json
 
 __all__ = [
     "BOUNDARY_CONDITIONS",
@@ -860,10 +861,11 @@ def config_of(ds: xr.Dataset) -> dict:
     SchemaError
         If the attribute is missing, not valid JSON, or not a JSON object.
     """
-    problem = _config_problem(ds.attrs)
+    source = ds.encoding.get("source")
+    config, problem = _decode_config(ds.attrs, f" of {source}" if source else "")
     if problem is not None:
         raise _schema_error([problem])
-    return json.loads(ds.attrs["ssmpde_config"])
+    return config
 
 
 def roles_of(ds: xr.Dataset) -> dict[str, str]:
@@ -885,21 +887,23 @@ def roles_of(ds: xr.Dataset) -> dict[str, str]:
 
 
 def _config_problem(attrs: Mapping) -> str | None:
+    return _decode_config(attrs)[1]
+
+
+def _decode_config(attrs: Mapping, of: str = "") -> tuple[dict | None, str | None]:
+    """(the ``ssmpde_config`` object, None) or (None, the problem with it); ``of`` names the
+    file (``" of PATH"``) where it is known."""
     fix = "rebuild the dataset with build_dataset(..., config=...)"
+    where = f"global attribute 'ssmpde_config'{of}"
     if "ssmpde_config" not in attrs:
-        return f"global attribute 'ssmpde_config' is missing: {fix}"
+        return None, f"{where} is missing: {fix}"
     text = attrs["ssmpde_config"]
     if not isinstance(text, str):
-        return (f"global attribute 'ssmpde_config' must be a JSON string, got "
-                f"{type(text).__name__}: {fix}")
+        return None, f"{where} must be a JSON string, got {type(text).__name__}: {fix}"
     try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return f"global attribute 'ssmpde_config' is not valid JSON ({exc}): {fix}"
-    if not isinstance(parsed, dict):
-        return (f"global attribute 'ssmpde_config' must hold a JSON object, got "
-                f"{type(parsed).__name__}: {fix}")
-    return None
+        return decode_json(where, text=text, fix=fix), None
+    except JSONFileError as error:
+        return None, str(error)
 
 
 # --------------------------------------------------------------------------------------------

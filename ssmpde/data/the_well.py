@@ -70,6 +70,7 @@ from xarray.backends import BackendArray, CachingFileManager
 from xarray.core import indexing
 
 from ssmpde import __version__
+from ssmpde.core import decode_json
 
 from .outputs import atomic_path
 from .schema import (BOUNDARY_CONDITIONS, CONVENTIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME,
@@ -107,6 +108,7 @@ METADATA = "ssmpde_metadata"
 #: Extra root attribute: the ssmpde sample index of each trajectory in the file.
 SAMPLE_INDICES = "ssmpde_sample"
 _METADATA_VERSION = 1
+_REEXPORT = "the file was changed after ssmpde wrote it; export it again"
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: The Well's spatial dimension names, in its array order, for an ssmpde grid.
 _WELL_DIMS = {1: (X,), 2: (X, Y)}
@@ -895,7 +897,10 @@ def _read_file(h5py, path: pathlib.Path) -> _WellFile:
                                "mask": mask})
         metadata = None
         if METADATA in f:
-            metadata = json.loads(_text(f[METADATA][()]))
+            metadata = decode_json(f"'{path}': the dataset '{METADATA}'",
+                                   text=_text(f[METADATA][()]), error=DatasetFileError,
+                                   keys={"version": int, "attrs": dict, "coords": dict,
+                                         "variables": dict}, fix=_REEXPORT)
         samples = None
         if SAMPLE_INDICES in f.attrs:
             samples = np.asarray(f.attrs[SAMPLE_INDICES], dtype=np.int64).reshape(-1)
@@ -1313,6 +1318,13 @@ def open(path: str | os.PathLike, chunks: Any = None) -> xr.Dataset:  # noqa: A0
         metadata = files[0].metadata
         ds = _open_ssmpde(reader, metadata) if metadata is not None else \
             _open_well(reader, source)
+    except (KeyError, TypeError, AttributeError, IndexError) as error:
+        reader.close()
+        if files[0].metadata is None:
+            raise
+        # Our export's metadata, a JSON object of the right keys with damaged entries inside.
+        raise DatasetFileError(f"'{files[0].path}': the dataset '{METADATA}' is damaged "
+                               f"({type(error).__name__}: {error}): {_REEXPORT}") from None
     except BaseException:
         reader.close()
         raise

@@ -297,8 +297,8 @@ def _foreign_entries(directory: Path) -> list[str]:
             foreign.append(name)
         elif name == _MANIFEST:
             try:
-                manifest = json.loads(entry.read_text())
-            except (OSError, ValueError):
+                manifest = core.decode_json(entry, expect=object)
+            except (OSError, core.JSONFileError):
                 continue
             if not _is_manifest(manifest):
                 foreign.append(name)
@@ -368,9 +368,11 @@ class _Parts:
         if self.directory.is_symlink() or not self.directory.is_dir():
             return f"'{self.directory}' is not a directory", {}
         try:
-            manifest = json.loads(self.manifest.read_text())
-        except (OSError, ValueError) as error:
+            manifest = core.decode_json(self.manifest, expect=object)
+        except OSError as error:
             return f"'{self.manifest}' is missing or unreadable ({error})", {}
+        except core.JSONFileError as error:
+            return str(error), {}
         if not _is_manifest(manifest):
             return f"'{self.manifest}' is not an ssmpde manifest", {}
         return None, manifest

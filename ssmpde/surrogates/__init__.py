@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from ssmpde.core import Registry, gib, memory_limit
+from ssmpde.core import Registry, decode_json, gib, memory_limit
 
 from .compiled import compile_model
 
@@ -313,12 +313,9 @@ def model_to_json(model: nn.Module) -> str:
 
 def model_from_json(text: str) -> nn.Module:
     """A freshly initialised model from :func:`model_to_json`'s output."""
-    try:
-        record = json.loads(text)
-        name, values = record["model"], record["config"]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ValueError(f"not a model config (expected JSON with 'model' and 'config'): "
-                         f"{error}") from error
+    record = decode_json("the model config", text=text, keys={"model": str, "config": dict},
+                         fix="expected the JSON of model_to_json, with 'model' and 'config'")
+    name, values = record["model"], record["config"]
     return build_model(name, **values)
 
 

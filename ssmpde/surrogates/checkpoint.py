@@ -26,7 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ssmpde.core import autoregressive
+from ssmpde.core import autoregressive, decode_json, gib, memory_limit
 from ssmpde.data import atomic_path, disk_space
 
 from . import build_model
@@ -34,7 +34,7 @@ from .datasets import Normalizer, Task
 
 __all__ = ["CONFIG", "WEIGHTS", "NormalisedModel", "TornRunError", "check_consistent",
            "checkpoint_record", "load_checkpoint", "normalised_model", "normalizers_of",
-           "recover", "save_run", "validate_record"]
+           "read_record", "recover", "save_run", "validate_record"]
 
 CONFIG, WEIGHTS = "config.json", "weights.safetensors"
 STATE_TENSORS, STATE_JSON = "training_state.safetensors", "training_state.json"
@@ -50,6 +50,11 @@ STAMPED = (WEIGHTS, STATE_TENSORS, STATE_JSON, CONFIG)
 
 class TornRunError(ValueError):
     """The files of a run directory come from different epochs."""
+
+
+_DAMAGED = "the run directory is damaged; start a new run"
+_WRITTEN_BY = ("a run's config.json is written by 'ssmpde train': restore the run directory, "
+               "or train it again")
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -169,11 +174,12 @@ def _epoch_of(path: Path) -> int | None:
             with safe_open(path, framework="pt") as handle:
                 value = (handle.metadata() or {}).get("epoch")
         else:
-            value = json.loads(path.read_text()).get("epoch")
+            value = decode_json(path, error=TornRunError, fix=_DAMAGED).get("epoch")
         return None if value is None else int(value)
-    except Exception as error:  # safetensors and json raise their own error types
-        raise TornRunError(f"{path} is unreadable ({error}): the run directory is damaged; "
-                           "start a new run") from error
+    except TornRunError:
+        raise
+    except Exception as error:  # safetensors raises its own error types
+        raise TornRunError(f"{path} is unreadable ({error}): {_DAMAGED}") from error
 
 
 def check_consistent(out: Path, names=STAMPED) -> int | None:
@@ -216,9 +222,7 @@ def _problems(record) -> list[str]:
             problems.append(f"task 'kind' must be 'operator' or 'rollout', got {kind!r}")
         for key in ("inputs", "outputs", "grid"):
             need(task, key, list, "task ")
-        grid = task.get("grid")
-        if isinstance(grid, list) and not all(isinstance(n, int) and n > 0 for n in grid):
-            problems.append(f"task 'grid' must hold positive integers, got {grid}")
+        problems += _task_problems(task)
     normalizers = need(record, "normalizers", dict)
     expected = {"operator": ("inputs", "outputs"), "rollout": ("fields", "conditioning")}
     if normalizers is not None and isinstance(task, dict) and task.get("kind") in expected:
@@ -236,6 +240,16 @@ def _problems(record) -> list[str]:
             if isinstance(entry.get("std"), list) and any(
                     isinstance(v, (int, float)) and v <= 0 for v in entry["std"]):
                 problems.append(f"normalizers[{name!r}] 'std' must be positive")
+    if not problems and isinstance(task, dict) and task.get("kind") == "rollout":
+        channels = {"fields": len(task["inputs"]), "increments": len(task["inputs"]),
+                    "corrections": len(task["inputs"]),
+                    "conditioning": len(task.get("conditioning", []))}
+        for name, count in channels.items():
+            for key in ("mean", "std"):
+                values = normalizers.get(name, {}).get(key, [])
+                if name in normalizers and len(values) != count:
+                    problems.append(f"normalizers[{name!r}] {key!r} must hold {count} values "
+                                    f"(one per channel of the task), got {len(values)}")
     if isinstance(task, dict) and task.get("correction"):
         if not isinstance(normalizers, dict) or "corrections" not in normalizers:
             problems.append("a corrector's 'normalizers' need 'corrections'")
@@ -245,13 +259,75 @@ def _problems(record) -> list[str]:
     return problems
 
 
+def read_record(path: Path) -> dict:
+    """The checkpoint record in ``path`` (a run's ``config.json``), decoded and checked
+    (:func:`validate_record`); one ValueError naming the file for anything wrong with it."""
+    return validate_record(decode_json(f"checkpoint config {path}", text=Path(path).read_bytes(),
+                                       fix=_WRITTEN_BY), path)
+
+
+#: The task keys of a record (:class:`~ssmpde.surrogates.datasets.Task`) and their JSON types.
+_TASK_KEYS = {"kind": str, "inputs": list, "outputs": list, "grid": list, "conditioning": list,
+              "window": int, "horizon": int, "dt": (int, float), "time_dependent": list,
+              "correction": bool}
+_REQUIRED_TASK_KEYS = ("kind", "inputs", "outputs", "grid")  # typed by _problems' need()
+
+
+def _task_problems(task: dict) -> list[str]:
+    """Types and ranges of a record's task beyond its required keys (checked by the caller):
+    names are strings, sizes positive integers, ``dt`` finite."""
+    problems = [f"task has the unknown key {key!r}" for key in task if key not in _TASK_KEYS]
+    for key, kind in _TASK_KEYS.items():
+        value = task.get(key)
+        if key in task and key not in _REQUIRED_TASK_KEYS and (not isinstance(value, kind)
+                            or (isinstance(value, bool) and kind is not bool)):
+            name = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            problems.append(f"task {key!r} must be {name}, got {type(value).__name__}")
+        elif key in ("inputs", "outputs", "conditioning", "time_dependent") and \
+                isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            problems.append(f"task {key!r} must hold variable names (strings)")
+    grid = task.get("grid")
+    if isinstance(grid, list) and (not 1 <= len(grid) <= 2 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in grid)):
+        problems.append(f"task 'grid' must hold one or two positive integers, got {grid}")
+    for key in ("window", "horizon"):
+        value = task.get(key, 1)
+        if isinstance(value, int) and value < 1:
+            problems.append(f"task {key!r} must be at least 1, got {value}")
+    dt = task.get("dt", 0.0)
+    if isinstance(dt, (int, float)) and not (math.isfinite(dt) and dt >= 0):
+        problems.append(f"task 'dt' must be a finite number >= 0, got {dt}")
+    return problems
+
+
+def _task_memory_problem(task: dict) -> str | None:
+    """The memory one sample of a (well-typed) task needs, against
+    :func:`ssmpde.core.memory_limit`: a crafted ``window`` or ``grid`` is refused here, before
+    the normalisers or the frames of that size are allocated."""
+    fields, extra = len(task["inputs"]), len(task.get("conditioning", [])) + 1
+    frames = task.get("window", 1) + task.get("horizon", 1)
+    # float32 frames of every channel, and the per-channel statistics (Python lists of
+    # 8-byte pointers, mean and std) repeated once per window frame.
+    needed = frames * (fields + extra) * (math.prod(task["grid"]) * 4 + 16)
+    limit = memory_limit()
+    if needed > limit:
+        return (f"its task (window {task.get('window', 1)}, horizon {task.get('horizon', 1)}, "
+                f"{fields + extra - 1} channels, grid {task['grid']}) needs at least "
+                f"{gib(needed)} for one sample, more than the limit of {gib(limit)}: the file "
+                "was changed after training (restore it), or raise SSMPDE_MAX_MEMORY")
+    return None
+
+
 def validate_record(record, path) -> dict:
     """Check a checkpoint record (``config.json``) as a whole; ValueError naming every missing
-    or ill-typed key."""
+    or ill-typed key, then one for a task whose sample would not fit in memory."""
     problems = _problems(record)
     if problems:
         raise ValueError(f"checkpoint config {path} is not a valid ssmpde checkpoint: "
                          + "; ".join(problems) + " (it is written by 'ssmpde train')")
+    memory = _task_memory_problem(record["task"])
+    if memory is not None:
+        raise ValueError(f"checkpoint config {path}: {memory}")
     return record
 
 
@@ -268,11 +344,7 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu"):
             raise ValueError(f"{path} is not a checkpoint: {p.name} is missing (a run "
                              "directory written by 'ssmpde train' has config.json and "
                              "weights.safetensors)")
-    try:
-        record = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
-    validate_record(record, config_path)
+    record = read_record(config_path)
     try:
         model = build_model(record["model"], **record["model_config"])
     except (KeyError, TypeError) as error:

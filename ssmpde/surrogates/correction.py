@@ -15,15 +15,18 @@ The data must be stored on the coarse solver's own simulation grid (a KS dataset
 512 points and stored on 256 for a 2x coarsening): the corrected stepper's state then never
 passes through a coarser grid between steps. The coarse predictions are computed once per
 dataset and coarsening, in blocks of samples written atomically beside the run
-(:func:`coarse_predictions`), so an interrupted build resumes with the blocks it has.
+(:func:`coarse_predictions`), so an interrupted build resumes with the blocks it has; the
+manifest records each block's SHA-256, and a block that does not match it is computed again.
 See ``docs/hybrid.md``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ssmpde.core import decode_json
 from ssmpde.data import SAMPLE, TIME, atomic_path, config_of, open_dataset
 from ssmpde.solvers.base import (SolverDivergedError, TimeDependentSolver, get_solver,
                                  parse_coarsening)
@@ -126,8 +130,11 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
         longer (see :func:`ssmpde.solvers.base.parse_coarsening`).
     directory : path
         The cache: ``manifest.json`` and one ``block_NNNNN.npy`` per ``block`` samples,
-        each written atomically. A second call (or a resumed run) computes only the blocks
-        that are missing; a cache built from other data or another coarsening is refused.
+        each written atomically, then its SHA-256 recorded in the manifest. A second call (or
+        a resumed run) computes only the blocks that are missing, unrecorded (a kill between
+        the two writes) or damaged (another digest, shape or dtype: computed again, with a
+        warning); a cache built from other data or another coarsening is refused, and so is
+        a manifest that is not one.
     on_block : callable, optional
         Called with each block's index after it is written (progress hooks, tests).
 
@@ -146,26 +153,30 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         manifest = directory / MANIFEST
         if manifest.exists():
-            stored = json.loads(manifest.read_text())
-            if stored.get("digest") != digest:
+            stored = _read_manifest(manifest, directory)
+            if stored["digest"] != digest:
                 raise ValueError(f"the correction cache {directory} was built from other data "
                                  f"or another coarsening ({stored.get('coarsening')}); remove "
                                  "it or train into a new run directory")
+            blocks = stored.get("blocks", {})  # none in a cache written before block digests
         else:
             directory.mkdir(parents=True, exist_ok=True)
-            with atomic_path(manifest) as tmp:
-                tmp.write_text(json.dumps({"digest": digest, **key}, indent=1))
+            blocks = {}
+            _write_manifest(manifest, {"digest": digest, **key, "blocks": blocks})
         num, frames, times = ds.sizes[SAMPLE], ds.sizes[TIME], ds[TIME].values
         starts = range(0, num, block)
-        computed = []
+        computed, parts = [], []
         from tqdm.auto import tqdm
 
         for index in tqdm(starts, desc=f"coarse {coarsening} predictions", unit="block",
                           disable=not progress, leave=False):
             path = directory / f"block_{index // block:05d}.npy"
-            if path.exists():
-                continue
             rows = slice(index, min(index + block, num))
+            shape = (rows.stop - rows.start, frames - 1, len(coarse.fields), *key["grid"])
+            values = _read_block(path, blocks.get(path.name), shape)
+            if values is not None:
+                parts.append(values)
+                continue
             states = np.stack([np.asarray(ds[f].isel({SAMPLE: rows}).values, np.float64)
                                for f in coarse.fields], axis=2)
             static, moving = _parameters(ds, coarse, rows)
@@ -180,15 +191,62 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
                         f"the coarse solver {coarsening} diverges in one record interval "
                         f"from frame {t} of samples {rows.start}..{rows.stop - 1} of {data} "
                         f"({error}): choose a smaller coarsening") from None
+            buffer = io.BytesIO()
+            np.save(buffer, out, allow_pickle=False)
             with atomic_path(path) as tmp:
-                with open(tmp, "wb") as handle:
-                    np.save(handle, out)
+                tmp.write_bytes(buffer.getvalue())
+            # The block first, then its digest: a kill between the two leaves an unrecorded
+            # block, which the next call computes again.
+            blocks[path.name] = hashlib.sha256(buffer.getvalue()).hexdigest()
+            _write_manifest(manifest, {"digest": digest, **key, "blocks": blocks})
+            parts.append(out)
             computed.append(index // block)
             if on_block is not None:
                 on_block(index // block)
-    values = np.concatenate([np.load(directory / f"block_{i // block:05d}.npy")
-                             for i in starts])
-    return CoarseCache(values, directory, computed)
+    return CoarseCache(np.concatenate(parts), directory, computed)
+
+
+def _read_manifest(manifest: Path, directory: Path) -> dict:
+    """The cache's manifest, checked: ValueError naming it when it is not one."""
+    fix = f"the cache is damaged; remove {directory} and train again to rebuild it"
+    stored = decode_json(manifest, keys={"digest": str}, fix=fix)
+    blocks = stored.get("blocks", {})
+    if not isinstance(blocks, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in blocks.items()):
+        raise ValueError(f"{manifest}: 'blocks' must map block files to their SHA-256 digests "
+                         f"(JSON strings): {fix}")
+    return stored
+
+
+def _write_manifest(manifest: Path, record: dict) -> None:
+    with atomic_path(manifest) as tmp:
+        tmp.write_text(json.dumps(record, indent=1))
+
+
+def _read_block(path: Path, digest: str | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The block in ``path`` if the manifest records its ``digest`` and it holds float32
+    values of ``shape``; None (compute it again) otherwise, with a warning for a damaged one.
+    Never unpickles: a damaged file is replaced, not loaded another way."""
+    if digest is None or not path.exists():
+        return None  # not written yet, or written but not recorded (a kill in between)
+    data = path.read_bytes()
+    why = None
+    if hashlib.sha256(data).hexdigest() != digest:
+        why = "its SHA-256 differs from the one in the manifest"
+    else:
+        try:
+            values = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError):
+            why = "it is not a NumPy array file"
+        else:
+            if values.dtype != np.float32 or values.shape != shape:
+                why = (f"it holds {values.dtype} values of shape {values.shape}, not float32 "
+                       f"of shape {shape}")
+    if why is None:
+        return values
+    warnings.warn(f"the correction cache block {path} is damaged ({why}): computing it "
+                  "again", stacklevel=3)
+    return None
 
 
 class CorrectionDataset(TaskDataset):

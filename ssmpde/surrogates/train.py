@@ -37,6 +37,7 @@ import torch.distributed as dist
 from safetensors.torch import load_file
 from torch import nn
 
+from ssmpde.core import decode_json
 from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
                          output_lock, save, validate)
 from ssmpde.solvers.base import parse_coarsening, positive_finite
@@ -45,7 +46,7 @@ from ssmpde.threads import entry_point
 from . import config_from_dict, get_model_class, instantiate
 from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedModel,
                          check_consistent, checkpoint_record, load_checkpoint, normalised_model,
-                         normalizers_of, optimizer_state, recover, save_run, validate_record)
+                         normalizers_of, optimizer_state, read_record, recover, save_run)
 from .compiled import CompiledOnFirstCall, compile_backend
 from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
                          coarse_solver, fit_corrections)
@@ -515,7 +516,7 @@ def _check_run_directory(out: Path, resume: bool) -> None:
 def _restore_model(out: Path, model, model_name: str, model_config, config) -> dict:
     """Load the weights of the run in ``out``; return its record. Refuses a different model
     or different training options (they would make a different run, not a resumed one)."""
-    record = validate_record(json.loads((out / CONFIG).read_text()), out / CONFIG)
+    record = read_record(out / CONFIG)
     if (record["model"] != model_name or record["model_config"]
             != json.loads(json.dumps(dataclasses.asdict(model_config)))):
         raise ValueError(f"the run in {out} was trained with a different model config; "
@@ -534,7 +535,9 @@ def _restore_model(out: Path, model, model_name: str, model_config, config) -> d
 
 def _restore_optimizer(out: Path, optimizer, scheduler) -> tuple[int, int]:
     """Load the optimiser and schedule state; return (epochs done, steps done)."""
-    state = json.loads((out / STATE_JSON).read_text())
+    state = decode_json(out / STATE_JSON, keys={"epoch": int, "step": int, "optimizer": dict,
+                                                "scheduler": dict},
+                        fix="the run directory is damaged; start a new run")
     optimizer.load_state_dict(optimizer_state(load_file(out / STATE_TENSORS),
                                               state["optimizer"]))
     scheduler.load_state_dict(state["scheduler"])

@@ -4,6 +4,7 @@ training data (``ssmpde.surrogates.correction``)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 
 import numpy as np
@@ -184,6 +185,63 @@ def test_coarse_cache_matches_the_coarse_solver_and_resumes_after_a_kill(ks_data
     np.testing.assert_array_equal(resumed.values[:, 3], expected.astype(np.float32))
     with pytest.raises(ValueError, match="other data or another coarsening"):
         coarse_predictions(ks_data, "2x2", cache, block=2)
+
+
+def test_a_damaged_cache_block_is_computed_again_not_trained_on(ks_data, tmp_path):
+    cache = tmp_path / "cache"
+    fresh = coarse_predictions(ks_data, "2x5", cache, block=2)
+    names = [f"block_{i:05d}.npy" for i in range(3)]
+    manifest = json.loads((cache / "manifest.json").read_text())
+    assert sorted(manifest["blocks"]) == names  # a SHA-256 of every block
+    zeroed, short, pickled = (cache / name for name in names)
+    raw = bytearray(zeroed.read_bytes())
+    raw[128:] = bytes(len(raw) - 128)  # the header intact, the values zeros (a torn write)
+    zeroed.write_bytes(bytes(raw))
+    short.write_bytes(short.read_bytes()[:200])  # truncated
+    # Not an .npy at all, its digest recorded as if it were: still never unpickled.
+    pickled.write_bytes(b"\x80\x04\x95" + bytes(64))
+    manifest["blocks"][pickled.name] = hashlib.sha256(pickled.read_bytes()).hexdigest()
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(UserWarning, match="correction cache block .* is damaged") as caught:
+        again = coarse_predictions(ks_data, "2x5", cache, block=2)
+    assert again.computed == [0, 1, 2]
+    np.testing.assert_array_equal(again.values, fresh.values)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 3 and not any("pickle" in m for m in messages), messages
+    assert "not a NumPy array file" in messages[2]
+    # Repaired: the next call computes nothing and warns about nothing.
+    assert coarse_predictions(ks_data, "2x5", cache, block=2).computed == []
+
+
+def test_a_block_written_but_not_recorded_is_computed_again(ks_data, tmp_path):
+    # A kill between a block's write and its digest's: the block is not trusted.
+    cache = tmp_path / "cache"
+    fresh = coarse_predictions(ks_data, "2x5", cache, block=2)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    del manifest["blocks"]["block_00001.npy"]
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    (cache / "block_00001.npy").write_bytes(np.lib.format.MAGIC_PREFIX + bytes(8))
+    again = coarse_predictions(ks_data, "2x5", cache, block=2)
+    assert again.computed == [1]
+    np.testing.assert_array_equal(again.values, fresh.values)
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{bad", "is not valid JSON"), ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"digest": ' + "1" * 5000 + "}", "number too long"),
+    ("[]", "must hold a JSON object, got array"),
+    ('{"digest": 5}', "'digest' must be a JSON string"),
+    ('{"digest": "x", "blocks": {"block_00000.npy": 1}}', "'blocks' must map"),
+], ids=["invalid", "deep", "long-number", "array", "digest-number", "blocks-numbers"])
+def test_a_bad_cache_manifest_is_named(ks_data, tmp_path, content, words):
+    manifest = tmp_path / "cache" / "manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_text(content)
+    with pytest.raises(ValueError, match=words) as error:
+        coarse_predictions(ks_data, "2x5", manifest.parent, block=2)
+    message = str(error.value)
+    assert message.startswith(str(manifest)) and "remove" in message
+    assert "set_int_max_str_digits" not in message and "recursion" not in message
 
 
 def test_bad_coarsenings_get_one_clear_error(ks_data, tmp_path):
