@@ -44,6 +44,7 @@ __all__ = [
 
 #: Modules of the built-in solvers (importing one registers it): a new PDE adds a line here.
 BUILTIN_SOLVERS = (
+    "allen_cahn",
     "burgers",
     "darcy",
     "euler",

@@ -3,26 +3,21 @@
 See ``docs/numerics/burgers.md``: the FNO paper's ν = 0.1 operator-learning data (u0 → u(1),
 8192 → 1024 points) and the FNO repository's ν = 1e-3 trajectories. The scheme is that of
 :class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`; this module is its linear operator,
-config and presets.
+config and presets (the quadratic flux is the base's).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
-from .base import Checks, check_ranged, register_solver, whole_multiple
+from .base import Checks, register_solver
 from .random_fields import PeriodicGRF, sample_rng
-from .semilinear import MAX_RESOLUTION, SemilinearSolver1D, check_config
-from .spectral import dealias_mask, derivative_wavenumbers, wavenumbers
+from .semilinear import MAX_RESOLUTION, QuadraticFlux, SemilinearSolver1D, check_config
 
-__all__ = ["Burgers1D", "BurgersConfig", "reference_step"]
-
-#: Contour points of the reference coefficients (Kassam & Trefethen use 32 on the circle).
-REFERENCE_CONTOUR_POINTS = 32
+__all__ = ["Burgers1D", "BurgersConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +35,7 @@ class BurgersConfig:
         Viscosity ν; a pair ``(low, high)`` draws ν ~ U[low, high] per sample. Fronts are about
         4ν/Δu wide (Δu the jump across them): resolve them, N ≳ 2 / ν for O(1) data.
     final_time : float
-        Simulated time span T. ``final_time / record_interval + 1`` frames are stored (the
-        initial one included).
+        Simulated time T; ``final_time / record_interval + 1`` frames are stored (u0 first).
     record_interval : float
         Time between stored frames; one Stepper ``step`` advances this much.
     time_step : float
@@ -51,14 +45,10 @@ class BurgersConfig:
         within ~5e-8 of the converged solution).
     dealias : bool
         Zero the flux (u²/2)_x outside the 2/3 band (Orszag's rule).
-    alpha : float
-        Smoothness exponent of the initial-condition GRF, covariance σ²(−Δ + τ²)^(−α)
-        (FNO paper: 2; FNO script: 2.5).
-    tau : float
-        Inverse length scale τ of the initial-condition GRF (FNO paper: 5; script: 7).
-    sigma : float
-        Amplitude σ of the initial-condition GRF (FNO paper: 25, i.e. 625(−Δ + 25)^(−2);
-        script: 49).
+    alpha, tau, sigma : float
+        Smoothness exponent α, inverse length scale τ and amplitude σ of the initial-condition
+        GRF, covariance σ²(−Δ + τ²)^(−α) (FNO paper: 2, 5, 25, i.e. 625(−Δ + 25)^(−2); FNO
+        script: 2.5, 7, 49).
     """
 
     resolution: int = 1024
@@ -73,78 +63,8 @@ class BurgersConfig:
     sigma: float = 25.0
 
     def __post_init__(self) -> None:
-        check_config(self, positive=("alpha", "tau", "sigma"), maximum=MAX_RESOLUTION)
-        check_ranged("viscosity", self.viscosity)
-
-    @property
-    def steps_per_record(self) -> int:
-        return whole_multiple(self.record_interval, self.time_step, "record_interval")
-
-    @property
-    def random_viscosity(self) -> bool:
-        return isinstance(self.viscosity, tuple)
-
-
-def _linear(n: int, viscosity: np.ndarray) -> np.ndarray:
-    """L = −ν k², k = 2π n, on the rfft modes: ``[batch, n // 2 + 1]``."""
-    k = 2 * np.pi * wavenumbers(n, real=True)
-    return -np.reshape(viscosity, (-1, 1)) * k[None, :] ** 2
-
-
-# ---------------------------------------------------------------------------------------
-# Plain NumPy reference (the test oracle and the benchmark's baseline).
-# ---------------------------------------------------------------------------------------
-def reference_step(v_hat: np.ndarray, viscosity: float | np.ndarray, time_step: float, *,
-                   dealias: bool = True) -> np.ndarray:
-    r"""One ETDRK4 step of Burgers in plain NumPy (Kassam & Trefethen 2005, ``kdv.m`` style).
-
-    :math:`\hat v' = L \hat v + N(\hat v)` with :math:`L = -\nu k^2`,
-    :math:`N = -\tfrac12 i k\, \mathcal F(u^2)` (``k = 2π n``, the Nyquist mode's derivative
-    zeroed, the 2/3 mask with ``dealias``). The coefficients are the direct contour means of
-    Kassam & Trefethen (eq. 2.5) over 32 points of the unit circle around each hL.
-
-    Parameters
-    ----------
-    v_hat : complex array, shape ``(batch, n // 2 + 1)``
-        Unnormalised ``numpy.fft.rfft`` of u.
-    viscosity : float or array of shape ``(batch,)``
-    time_step : float
-    dealias : bool
-
-    Returns
-    -------
-    complex array of ``v_hat``'s shape: v̂ after one step.
-    """
-    v_hat = np.asarray(v_hat, dtype=np.complex128)
-    m = v_hat.shape[-1]
-    n = 2 * (m - 1)
-    h = float(time_step)
-    k = 2 * np.pi * derivative_wavenumbers(n, real=True)
-    g = -0.5j * k * (dealias_mask(n, ndim=1) if dealias else 1.0)
-    hl = h * _linear(n, np.asarray(viscosity, dtype=np.float64))
-    r = np.exp(1j * np.pi * (np.arange(1, REFERENCE_CONTOUR_POINTS + 1) - 0.5)
-               / REFERENCE_CONTOUR_POINTS * 2)
-    lr = hl[..., None] + r
-    with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
-        e, e2 = np.exp(hl), np.exp(hl / 2)
-        exp_lr = np.exp(lr)
-        q = h * np.real(np.mean((np.exp(lr / 2) - 1) / lr, axis=-1))
-        f1 = h * np.real(np.mean((-4 - lr + exp_lr * (4 - 3 * lr + lr ** 2)) / lr ** 3, axis=-1))
-        f2 = h * np.real(np.mean((2 + lr + exp_lr * (-2 + lr)) / lr ** 3, axis=-1))
-        f3 = h * np.real(np.mean((-4 - 3 * lr - lr ** 2 + exp_lr * (4 - lr)) / lr ** 3,
-                                 axis=-1))
-
-    def nonlinear(w):
-        return g * np.fft.rfft(np.fft.irfft(w, n=n) ** 2)
-
-    nv = nonlinear(v_hat)
-    a = e2 * v_hat + q * nv
-    na = nonlinear(a)
-    b = e2 * v_hat + q * na
-    nb = nonlinear(b)
-    c = e2 * a + q * (2 * nb - nv)
-    nc = nonlinear(c)
-    return e * v_hat + f1 * nv + 2 * f2 * (na + nb) + f3 * nc
+        check_config(self, positive=("alpha", "tau", "sigma"), ranged=("viscosity",),
+                     maximum=MAX_RESOLUTION)
 
 
 @register_solver("burgers")
@@ -177,11 +97,7 @@ class Burgers1D(SemilinearSolver1D):
     measured: ``fno-script`` runs at h = 1e-2 and diverges at 2e-2; ``fno`` runs at h = 0.1,
     2e-3 off, and at h = 0.05, 1e-4 off: accuracy, not stability, picks h there). Beyond it
     the run blows up and :class:`SolverDivergedError` names the time and samples. Accuracy is
-    fourth order in h.
-
-    Notes
-    -----
-    The spatial mean of u is conserved exactly by the scheme (N̂(0) = 0, L(0) = 0); the
+    fourth order in h. The spatial mean of u is conserved exactly (N̂(0) = 0, L(0) = 0); the
     Cole–Hopf transform gives exact solutions against which the tests check the solver.
 
     References
@@ -201,11 +117,10 @@ class Burgers1D(SemilinearSolver1D):
 
     Config = BurgersConfig
     field_units = {"u": ("velocity", "1")}
-    parameter_names = ("viscosity",)
     parameter_units = {"viscosity": ("viscosity", "1")}
     #: The unit interval: not a config option.
     domain_length = 1.0
-    ranged_parameters = ("viscosity",)
+    nonlinearity = QuadraticFlux()
     #: The flux is a divergence: the spatial mean of u is conserved.
     checks = Checks(conserved=("u",))
     title = "1D viscous Burgers equation on the periodic unit interval"
@@ -221,27 +136,14 @@ class Burgers1D(SemilinearSolver1D):
     TINY = dict(resolution=32, simulation_resolution=32, viscosity=(0.05, 0.1),
                 final_time=0.1, record_interval=0.05, time_step=0.01)
 
-    def __init__(self, *, fft_backend: str = "pyfftw", **config: Any) -> None:
-        super().__init__(fft_backend=fft_backend, **config)
-        self._grf = None
-
-    # -- per-sample inputs -----------------------------------------------------------------
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
         """Initial u ``[batch, 1, N]`` at the simulation resolution (stream 0)."""
         cfg = self.config
-        if self._grf is None:
-            self._grf = PeriodicGRF(cfg.simulation_resolution, ndim=1, alpha=cfg.alpha,
-                                    tau=cfg.tau, sigma=cfg.sigma)
-        rngs = [sample_rng(seed, index, stream=0) for index in indices]
-        return self._grf.sample_batch(rngs)[:, None]
+        grf = PeriodicGRF(cfg.simulation_resolution, ndim=1, alpha=cfg.alpha, tau=cfg.tau,
+                          sigma=cfg.sigma)
+        return grf.sample_batch([sample_rng(seed, index, stream=0) for index in indices])[:, None]
 
-    # -- simulation ------------------------------------------------------------------------
     def linear(self, n: int, parameters: Mapping[str, np.ndarray]) -> np.ndarray:
         """L = −ν k² on every rfft mode, the Nyquist mode's included: ``[batch, n // 2 + 1]``."""
-        viscosity = np.asarray(parameters["viscosity"], dtype=np.float64).reshape(-1)
-        return _linear(n, viscosity)
-
-    def divergence_hint(self) -> str:
-        return (f"time_step {self.config.time_step:g}: reduce it (the explicit flux needs "
-                "time_step * max|u| * min(2 pi N / 3, max|u| / viscosity) below about 5) or "
-                "raise the resolution")
+        viscosity = np.asarray(parameters["viscosity"], dtype=np.float64).reshape(-1, 1)
+        return -viscosity * self.wavenumbers(n, nyquist=True)[None, :] ** 2

@@ -7,10 +7,12 @@ gives it for the spectral solvers, as the same scheme the NumPy/numba path runs,
 agree to round-off in float64:
 
 * every 1D semilinear PDE on :class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`
-  (Kuramoto–Sivashinsky, Burgers, Korteweg–de Vries): ETDRK4 with the solver's own linear
-  operator and the same contour coefficients (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`),
-  the same flux factor and dealiasing (:class:`ssmpde.solvers.spectral.QuadraticFlux1D`) and
-  the same number of steps per record interval;
+  (Kuramoto–Sivashinsky, Burgers, Korteweg–de Vries, Allen–Cahn): ETDRK4
+  (:func:`~ssmpde.solvers.semilinear.etdrk4_step`, the NumPy oracle's stages) with the
+  solver's two hooks, its linear operator and its nonlinearity (the same term, factor and
+  dealiasing as the fast path), the same contour coefficients
+  (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`) and the same number of steps per
+  record interval;
 * 2D Navier–Stokes (:class:`~ssmpde.solvers.navier_stokes.NavierStokes2D`), both time
   steppings and both schemes (Euler/Crank–Nicolson and the Spalart–Moser–Rogers RK3/CN), with
   every forcing, the moving ``torus-vis-force`` one included. In CFL mode the number of
@@ -48,15 +50,14 @@ import torch
 from .base import TimeDependentSolver, whole_multiple
 from .navier_stokes import (_RK3_ALPHA, _RK3_GAMMA, _RK3_NODES, _RK3_ZETA, FORCING_PHASE_SPEED,
                             NavierStokes2D, forcing_field)
-from .semilinear import SemilinearSolver1D
-from .spectral import (QuadraticFlux1D, dealias_mask, derivative_wavenumbers,
-                       etdrk4_coefficients, wavenumbers)
+from .semilinear import SemilinearSolver1D, etdrk4_step
+from .spectral import dealias_mask, derivative_wavenumbers, etdrk4_coefficients, wavenumbers
 
 __all__ = ["SUPPORTED", "DifferentiableStep", "differentiable_step"]
 
 #: What :func:`differentiable_step` accepts, in words (the error message names them).
-SUPPORTED = ("Kuramoto-Sivashinsky, Burgers, KdV (any SemilinearSolver1D) and Navier-Stokes "
-             "(NavierStokes2D)")
+SUPPORTED = ("Kuramoto-Sivashinsky, Burgers, KdV, Allen-Cahn (any SemilinearSolver1D) and "
+             "Navier-Stokes (NavierStokes2D)")
 #: Bytes of ETDRK4 coefficient rows kept per step object: per-sample viscosities repeat from
 #: batch to batch in training, and a contour evaluation costs more than the step itself.
 _COEFFICIENT_CACHE_BYTES = 64 * 2 ** 20
@@ -186,11 +187,10 @@ class _SemilinearStep(DifferentiableStep):
         self._n = int(cfg.simulation_resolution)
         self._h = float(cfg.time_step)
         self._steps = whole_multiple(cfg.record_interval, cfg.time_step, "record_interval")
-        # The solver's own flux factor −½ b i k · mask / n² (it multiplies the unnormalised
-        # transform of the square of the unnormalised inverse transform, as here).
-        flux = QuadraticFlux1D(self._n, solver.domain_length, batch=1, dealias=cfg.dealias,
-                               backend="numpy", coefficient=solver.convection)
-        self._factor = np.asarray(flux.factor)
+        # The fast path's factor g · mask (/ n^p for a term of degree p, which is then fed the
+        # unnormalised inverse transform, as here).
+        self._nonlinearity = solver.nonlinearity
+        self._factor = solver.nonlinear_factor(self._n, scaled=True)[None, :]
         self._rows: collections.OrderedDict[bytes, dict[str, np.ndarray]] = \
             collections.OrderedDict()
         row_bytes = 6 * (self._n // 2 + 1) * 16
@@ -234,23 +234,16 @@ class _SemilinearStep(DifferentiableStep):
 
     def _advance(self, frame, time, parameters):
         c = self._constants(parameters, frame.dtype, frame.device)
-        n, factor = self._n, c["factor"]
+        n, factor, term = self._n, c["factor"], self._nonlinearity.term
+        # "forward": the unnormalised inverse transform, as the solver's FFTW one
+        norm = "backward" if self._nonlinearity.degree is None else "forward"
 
         def nonlinear(v_hat):
-            # norm="forward": the unnormalised inverse transform, as the solver's FFTW one
-            u = torch.fft.irfft(v_hat, n, norm="forward")
-            return factor * torch.fft.rfft(u * u)
+            return factor * torch.fft.rfft(term(torch.fft.irfft(v_hat, n, norm=norm)))
 
         v = torch.fft.rfft(frame[:, 0])
         for _ in range(self._steps):
-            nv = nonlinear(v)
-            a = c["E2"] * v + c["Q"] * nv
-            na = nonlinear(a)
-            b = c["E2"] * v + c["Q"] * na
-            nb = nonlinear(b)
-            cc = c["E2"] * a + c["Q"] * (2.0 * nb - nv)
-            nc = nonlinear(cc)
-            v = c["E"] * v + c["f1"] * nv + 2.0 * c["f2"] * (na + nb) + c["f3"] * nc
+            v = etdrk4_step(v, c, nonlinear)
         return torch.fft.irfft(v, n)[:, None]
 
 

@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .base import Checks, register_solver
-from .semilinear import SemilinearSolver1D, check_config, sine_series
-from .spectral import derivative_wavenumbers
+from .semilinear import QuadraticFlux, SemilinearSolver1D, check_config
 
 __all__ = ["KdV", "KdVConfig"]
 
@@ -113,8 +112,9 @@ class KdV(SemilinearSolver1D):
                 record_interval=0.4, time_step=0.05)
 
     @property
-    def convection(self) -> float:
-        return float(self.config.convection)
+    def nonlinearity(self) -> QuadraticFlux:
+        """The flux −b (u²/2)_x, b the config's ``convection``."""
+        return QuadraticFlux(self.config.convection)
 
     def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
         """u0 ``[batch, 1, N]`` (``lpsda``: stream 0 of each sample, A_k, φ_k, l_k)."""
@@ -123,9 +123,8 @@ class KdV(SemilinearSolver1D):
         if cfg.initial_condition == "cosine":
             u0 = np.cos(2 * np.pi * np.arange(n) / n)
             return np.broadcast_to(u0, (len(indices), 1, n)).copy()
-        return sine_series(seed, indices, n, cfg.domain_length, cfg.lmax)
+        return super().initial_condition(seed, indices)
 
     def linear(self, n: int, parameters: Mapping[str, np.ndarray]) -> np.ndarray:
         """L = −δ (ik)³ = i δ k³ on the rfft modes (Nyquist: k = 0), ``[1, n // 2 + 1]``."""
-        k = 2 * np.pi / self.config.domain_length * derivative_wavenumbers(n, real=True)
-        return (1j * self.config.dispersion * k ** 3)[None, :]
+        return (1j * self.config.dispersion * self.wavenumbers(n) ** 3)[None, :]

@@ -1,16 +1,19 @@
-r"""Semilinear PDEs on a periodic interval, u_t = L u − b (u²/2)_x: pseudospectral with ETDRK4.
+r"""Semilinear PDEs on a periodic interval, u_t = L u + N(u): pseudospectral with ETDRK4.
 
 One base, :class:`SemilinearSolver1D`, carries the algorithm every such PDE shares: real
-FFTs, the quadratic flux with optional 2/3 dealiasing, Cox–Matthews ETDRK4 with the
+FFTs, the nonlinear term with optional 2/3 dealiasing, Cox–Matthews ETDRK4 with the
 Kassam–Trefethen contour coefficients, restarts that keep the last operator, spectral
-interpolation from other grids, and the plain NumPy right-hand side. A PDE is then its linear
-operator (:meth:`SemilinearSolver1D.linear`, a diagonal on the Fourier modes), the
-coefficient b of its flux, its config and its presets, in the spirit of Exponax's steppers
-(Koehler, Niedermayr, Westermann & Thuerey, "APEBench: A Benchmark for Autoregressive Neural
-Emulators of PDEs", 2024). Kuramoto–Sivashinsky, Burgers and Korteweg–de Vries live on it.
+interpolation from other grids, the plain NumPy right-hand side and the plain NumPy ETDRK4
+step (:meth:`SemilinearSolver1D.reference_step`, the oracle of the fast path). A PDE fills
+two hooks, in the spirit of Exponax's steppers (Koehler, Niedermayr, Westermann & Thuerey,
+"APEBench: A Benchmark for Autoregressive Neural Emulators of PDEs", 2024): its linear
+operator (:meth:`SemilinearSolver1D.linear`, a diagonal on the Fourier modes) and its
+nonlinear function (:attr:`SemilinearSolver1D.nonlinearity`, a :class:`Nonlinearity`); then
+its config and presets. Kuramoto–Sivashinsky, Burgers and Korteweg–de Vries share the
+:class:`QuadraticFlux`; Allen–Cahn has a cubic reaction.
 
-See ``docs/numerics/kuramoto_sivashinsky.md``, ``docs/numerics/burgers.md`` and
-``docs/numerics/kdv.md``.
+See ``docs/numerics/kuramoto_sivashinsky.md``, ``docs/numerics/burgers.md``,
+``docs/numerics/kdv.md`` and ``docs/numerics/allen_cahn.md``.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..data import TIME, X
-from .base import TimeDependentSolver, VariableSpec, positive_finite, whole_multiple
+from .base import (TimeDependentSolver, VariableSpec, check_ranged, positive_finite,
+                   whole_multiple)
 from .random_fields import sample_rng
-from .spectral import (ETDRK4, QuadraticFlux1D, dealias_mask, derivative_wavenumbers,
-                       spectral_resample)
+from .spectral import (CONTOUR_POINTS, ETDRK4, RealFFT, dealias_mask, derivative_wavenumbers,
+                       etdrk4_coefficients, spectral_resample, wavenumbers)
 
-__all__ = ["MAX_RESOLUTION", "SemilinearSolver1D", "SpectralState", "check_config",
-           "check_grid", "sine_series"]
+__all__ = ["MAX_RESOLUTION", "NonlinearTerm1D", "Nonlinearity", "PowerReaction",
+           "QuadraticFlux", "SemilinearSolver1D", "SpectralState", "check_config", "check_grid",
+           "etdrk4_step", "sine_series"]
 
 #: Largest simulation grid accepted by default (2**22 points: one batch row of buffers is
 #: ~1 GB already).
@@ -58,27 +63,28 @@ def check_grid(resolution: Any, simulation_resolution: Any, maximum: int = MAX_R
                          f"resolution); choose one of {divisors[:8]}")
 
 
-def check_config(config: Any, *, positive: Sequence[str] = (),
+def check_config(config: Any, *, positive: Sequence[str] = (), ranged: Sequence[str] = (),
                  maximum: int = MAX_RESOLUTION,
                  initial_conditions: Sequence[str] | None = None) -> None:
     """The checks every semilinear config shares (ValueError naming the field).
 
     Grids (:func:`check_grid`), ``dealias`` a bool, ``final_time``, ``record_interval``,
     ``time_step`` and the fields named in ``positive`` positive and finite, whole numbers of
-    record intervals and of time steps per record. With ``initial_conditions``, the config's
-    ``initial_condition`` is one of them and its ``lmax`` (of :func:`sine_series`) an
-    integer in 2..N/2 (every drawn wavenumber below the Nyquist wavenumber of the N-point
-    simulation grid).
+    record intervals and of time steps per record; the fields named in ``ranged`` positive
+    numbers or ``(low, high)`` pairs (:func:`check_ranged`). With ``initial_conditions``, the
+    config's ``initial_condition`` is one of them; a config's ``lmax`` (of
+    :func:`sine_series`) is an integer in 2..N/2 (every drawn wavenumber below the Nyquist
+    wavenumber of the N-point simulation grid).
     """
-    if initial_conditions is not None:
-        if config.initial_condition not in initial_conditions:
-            raise ValueError(f"unknown initial_condition {config.initial_condition!r}; choose "
-                             f"one of {tuple(initial_conditions)}")
-        lmax = config.lmax
-        if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 2:
-            raise ValueError(f"lmax must be an integer >= 2, got {lmax!r}")
+    if initial_conditions is not None and config.initial_condition not in initial_conditions:
+        raise ValueError(f"unknown initial_condition {config.initial_condition!r}; choose one "
+                         f"of {tuple(initial_conditions)}")
+    sines = hasattr(config, "lmax")
+    if sines and (isinstance(config.lmax, bool) or not isinstance(config.lmax, (int, np.integer))
+                  or config.lmax < 2):
+        raise ValueError(f"lmax must be an integer >= 2, got {config.lmax!r}")
     check_grid(config.resolution, config.simulation_resolution, maximum)
-    if initial_conditions is not None:
+    if sines:
         # The sines have wavenumbers l < lmax; on N points only l < N / 2 (below the Nyquist
         # wavenumber) is represented, a larger one aliases onto a lower mode.
         nyquist = config.simulation_resolution // 2
@@ -98,6 +104,8 @@ def check_config(config: Any, *, positive: Sequence[str] = (),
                    "final_time must be a whole number of record intervals")
     whole_multiple(config.record_interval, config.time_step,
                    "record_interval must be a whole number of time steps")
+    for name in ranged:
+        check_ranged(name, getattr(config, name))
 
 
 def sine_series(seed: int, indices: Sequence[int], n: int, length: float, lmax: int, *,
@@ -121,40 +129,166 @@ def sine_series(seed: int, indices: Sequence[int], n: int, length: float, lmax: 
     return out
 
 
+class Nonlinearity(abc.ABC):
+    r"""The nonlinear hook of a semilinear PDE: :math:`\hat N(\hat u) = g(k)\,\mathcal F[f(u)]`,
+    a pointwise term f, then a Fourier multiplier g (the 2/3 mask is the solver's business).
+
+    One object serves every path of :class:`SemilinearSolver1D`: the fast path evaluates
+    :meth:`term_` in place on its FFTW buffers; the NumPy oracle, the plain right-hand side
+    and the PyTorch step (:mod:`ssmpde.solvers.differentiable`) evaluate :meth:`term`,
+    written with arithmetic operators only so that it runs on arrays and tensors alike.
+    """
+
+    #: p where f is homogeneous of degree p, f(s u) = s^p f(u): the fast and PyTorch paths
+    #: then feed f the unnormalised inverse transform n u and fold 1/n^p into g (a pass
+    #: fewer, and the rounding KS, Burgers and KdV always had). None: f gets u itself.
+    degree: ClassVar[int | None] = None
+    #: What keeps the explicit term stable, for the message of a run that blew up.
+    step_limit: ClassVar[str] = "reduce it"
+
+    @abc.abstractmethod
+    def term(self, u: Any) -> Any:
+        """f(u), pointwise, for a NumPy array or a torch tensor ``u`` (a new object)."""
+
+    def term_(self, u: np.ndarray) -> None:
+        """f(u) written into ``u`` (the fast path; override with a kernel where it pays)."""
+        u[...] = self.term(u)
+
+    @abc.abstractmethod
+    def multiplier(self, k: np.ndarray) -> np.ndarray:
+        """g on the angular wavenumbers ``k`` of the rfft modes (the Nyquist mode's k is 0)."""
+
+
+class QuadraticFlux(Nonlinearity):
+    """−b (u²/2)_x = −b u u_x: f = u², g = −½ b i k (Burgers, Kuramoto–Sivashinsky, KdV)."""
+
+    degree = 2
+    step_limit = ("keep time_step * b * max|u| * 2 pi N / (3 L) (b the flux coefficient) well "
+                  "below 10, about 0.3 for accuracy")
+
+    def __init__(self, coefficient: float = 1.0) -> None:
+        self.coefficient = float(coefficient)
+
+    def term(self, u):
+        return u * u
+
+    def term_(self, u: np.ndarray) -> None:
+        np.square(u, out=u)
+
+    def multiplier(self, k: np.ndarray) -> np.ndarray:
+        # b = 1 multiplies −½i exactly: Burgers and KS round as they did before b existed
+        return (-0.5j * self.coefficient) * k
+
+
+class PowerReaction(Nonlinearity):
+    """c u^p, a reaction (g = c on every mode): −u³ of Allen–Cahn, −u² of Fisher–KPP, the
+    linear part of the reaction going to the linear operator."""
+
+    def __init__(self, coefficient: float, power: int) -> None:
+        if isinstance(power, bool) or not isinstance(power, (int, np.integer)) or power < 2:
+            raise ValueError(f"power must be an integer >= 2, got {power!r}")
+        self.coefficient, self.degree = float(coefficient), int(power)
+        self.step_limit = f"keep time_step * {power} |c| max|u|^{power - 1} below about 2.5"
+
+    def term(self, u):
+        out = u
+        for _ in range(self.degree - 1):
+            out = out * u
+        return out
+
+    def multiplier(self, k: np.ndarray) -> np.ndarray:
+        return np.full(k.shape, self.coefficient)
+
+
+class NonlinearTerm1D:
+    """The fast evaluation of a :class:`Nonlinearity`: ``out <- factor · FFT(f(u))`` over
+    preallocated FFTW buffers (no allocation per call), as :class:`ETDRK4` calls it.
+
+    ``factor`` is :meth:`SemilinearSolver1D.nonlinear_factor` with ``scaled=True`` (the
+    transforms are unnormalised); ``batch`` rows, ``backend`` as :class:`RealFFT`'s.
+    """
+
+    def __init__(self, nonlinearity: Nonlinearity, factor: np.ndarray, *, batch: int,
+                 backend: str = "pyfftw") -> None:
+        self.n = 2 * (factor.shape[-1] - 1)
+        # 1D transforms are too small to share between threads
+        self.fft = RealFFT((batch,), self.n, ndim=1, backend=backend, threads=1)
+        self.nonlinearity = nonlinearity
+        self.factor = np.asarray(factor, dtype=np.complex128).reshape(1, -1)
+
+    def __call__(self, v_hat: np.ndarray, out: np.ndarray) -> None:
+        self.fft.spectral[...] = v_hat
+        u = self.fft.backward()
+        if self.nonlinearity.degree is None:
+            u /= self.n
+        self.nonlinearity.term_(u)
+        np.multiply(self.fft.forward(), self.factor, out=out)
+
+    def spectral(self, u: np.ndarray) -> np.ndarray:
+        """The unnormalised rfft of u ``[batch, n]`` (a new array)."""
+        self.fft.real[...] = u
+        return self.fft.forward().copy()
+
+    def physical(self, v_hat: np.ndarray) -> np.ndarray:
+        """u on the grid from its (unnormalised) rfft ``v_hat`` (a new array)."""
+        self.fft.spectral[...] = v_hat
+        return self.fft.backward() / self.n
+
+
+def etdrk4_step(v, c: Mapping[str, Any], nonlinear: Any):
+    r"""One Cox–Matthews ETDRK4 step of :math:`\hat v' = L \hat v + N(\hat v)`, written once
+    for NumPy arrays and torch tensors (the oracle and the PyTorch step; the fast path is
+    :class:`~ssmpde.solvers.spectral.ETDRK4`'s numba kernels).
+
+    ``c`` holds ``E, E2, Q, f1, f2, f3`` (:func:`~ssmpde.solvers.spectral.etdrk4_coefficients`),
+    ``nonlinear`` maps v̂ to N̂(v̂). Kassam & Trefethen (2005), eq. (2.5) and ``kursiv.m``.
+    """
+    nv = nonlinear(v)
+    a = c["E2"] * v + c["Q"] * nv
+    na = nonlinear(a)
+    b = c["E2"] * v + c["Q"] * na
+    nb = nonlinear(b)
+    cc = c["E2"] * a + c["Q"] * (2.0 * nb - nv)
+    nc = nonlinear(cc)
+    return c["E"] * v + c["f1"] * nv + 2.0 * c["f2"] * (na + nb) + c["f3"] * nc
+
+
 @dataclasses.dataclass
 class SpectralState:
     """A batch in flight: ``v_hat`` (unnormalised rfft of u, ``[batch, n // 2 + 1]``), the
     nonlinear term whose buffers it is transformed with, and the ETDRK4 stepper."""
 
     v_hat: np.ndarray
-    nonlinear: QuadraticFlux1D
+    nonlinear: NonlinearTerm1D
     stepper: ETDRK4
 
 
 class SemilinearSolver1D(TimeDependentSolver):
-    r"""Base of the 1D semilinear PDEs :math:`u_t = \mathcal L u - b\,(u^2/2)_x` on [0, L).
+    r"""Base of the 1D semilinear PDEs :math:`u_t = \mathcal L u + N(u)` on [0, L).
 
-    Periodic; real Fourier pseudospectral in space, the flux zeroed outside the 2/3 band
-    when the config's ``dealias`` is set (Orszag's rule); in time Cox–Matthews ETDRK4 at the
-    fixed step ``time_step`` (the config's), :math:`\mathcal L` integrated exactly and the
-    flux explicitly.
+    Periodic; real Fourier pseudospectral in space, the nonlinear term zeroed outside the 2/3
+    band when the config's ``dealias`` is set (Orszag's rule); in time Cox–Matthews ETDRK4 at
+    the fixed step ``time_step`` (the config's), :math:`\mathcal L` integrated exactly and
+    N explicitly.
 
-    A subclass supplies:
+    A subclass fills two hooks:
 
     * :meth:`linear`, the diagonal of :math:`\mathcal L` on the rfft modes (real for
       dissipative PDEs, complex for dispersive ones), per sample where it depends on a
       per-sample parameter;
-    * :attr:`convection`, the flux coefficient b (default 1);
-    * the config (``resolution``, ``simulation_resolution``, ``final_time``,
-      ``record_interval``, ``time_step``, ``dealias`` and, unless :attr:`domain_length` is
-      fixed by the class, ``domain_length``; :func:`check_config` validates them), its
-      presets and :meth:`initial_condition`;
-    * :attr:`parameter_units` (``name -> (long_name, units)``) for its per-sample parameters,
-      which are written to datasets with the role ``parameter``.
+    * :attr:`nonlinearity`, N as a :class:`Nonlinearity` (a class attribute, or a property
+      where it reads the config, as KdV's flux coefficient);
+
+    and gives the config (``resolution``, ``simulation_resolution``, ``final_time``,
+    ``record_interval``, ``time_step``, ``dealias`` and, unless :attr:`domain_length` is
+    fixed by the class, ``domain_length``; :func:`check_config` validates them), its presets,
+    :meth:`initial_condition` where LPSDA's sine series of the config's ``lmax`` (the default)
+    does not fit, and :attr:`parameter_units` (``name -> (long_name, units)``) for its
+    per-sample parameters, which are written to datasets with the role ``parameter``.
 
     Conventions: the grid x_j = L j / N does **not** include the right end point; states are
     ``[batch, 1, x]``; stored frames are every s-th simulation node. The spatial mean of u is
-    conserved exactly when L(0) = 0 (the flux has no mean).
+    conserved exactly when L(0) = 0 and g(0) = 0 (a flux has no mean).
 
     Parameters
     ----------
@@ -172,8 +306,14 @@ class SemilinearSolver1D(TimeDependentSolver):
 
     fields = ("u",)
     boundary_conditions = "periodic"
-    #: Per-sample parameters as dataset variables: name -> (long_name, units).
+    #: Per-sample parameters as dataset variables: name -> (long_name, units). Each is a
+    #: scalar that a ``(low, high)`` pair in the config draws per sample: a subclass names
+    #: it here only (``parameter_names`` and ``ranged_parameters`` follow).
     parameter_units: ClassVar[Mapping[str, tuple[str, str]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.parameter_names = cls.ranged_parameters = tuple(cls.parameter_units)
 
     def __init__(self, *, fft_backend: str = "pyfftw", **config: Any) -> None:
         super().__init__(**config)
@@ -186,9 +326,9 @@ class SemilinearSolver1D(TimeDependentSolver):
         return float(self.config.domain_length)
 
     @property
-    def convection(self) -> float:
-        """b, the coefficient of the flux −b (u²/2)_x = −b u u_x."""
-        return 1.0
+    @abc.abstractmethod
+    def nonlinearity(self) -> Nonlinearity:
+        """N of u_t = L u + N(u): the hook every path evaluates (fast, PyTorch, oracle)."""
 
     @abc.abstractmethod
     def linear(self, n: int, parameters: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -197,6 +337,29 @@ class SemilinearSolver1D(TimeDependentSolver):
 
         ``parameters`` are the resolved per-sample parameters (each ``[batch, ...]``).
         """
+
+    def wavenumbers(self, n: int, *, nyquist: bool = False) -> np.ndarray:
+        """Angular wavenumbers 2π k / L of the rfft modes; the Nyquist mode's is zeroed
+        (odd derivatives: :func:`derivative_wavenumbers`) unless ``nyquist``."""
+        k = wavenumbers(n, real=True) if nyquist else derivative_wavenumbers(n, real=True)
+        return 2 * np.pi / self.domain_length * k
+
+    def initial_condition(self, seed: int, indices: Sequence[int]) -> np.ndarray:
+        """u0 ``[batch, 1, N]``: LPSDA's sine series (:func:`sine_series`, the config's
+        ``lmax``), stream 0 of each sample."""
+        cfg = self.config
+        return sine_series(seed, indices, cfg.simulation_resolution, self.domain_length,
+                           cfg.lmax)
+
+    def nonlinear_factor(self, n: int, *, scaled: bool = False) -> np.ndarray:
+        """g (of :attr:`nonlinearity`) times the 2/3 mask with ``dealias``, ``[n // 2 + 1]``
+        complex128; ``scaled`` folds in the 1/n^p of unnormalised transforms (a hook of
+        degree p, see :class:`Nonlinearity`)."""
+        mask = dealias_mask(n, ndim=1) if self.config.dealias else np.ones(n // 2 + 1)
+        factor = self.nonlinearity.multiplier(self.wavenumbers(n)) * mask
+        if scaled and self.nonlinearity.degree is not None:
+            factor = factor / n ** self.nonlinearity.degree
+        return np.asarray(factor, dtype=np.complex128)
 
     # -- simulation ------------------------------------------------------------------------
     def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
@@ -212,11 +375,11 @@ class SemilinearSolver1D(TimeDependentSolver):
         # ETDRK4 contour coefficients cost more than a record interval of steps).
         key = (batch, linear.shape, linear.dtype.str, linear.tobytes())
         if self._operator is None or self._operator[0] != key:
-            flux = QuadraticFlux1D(n, self.domain_length, batch=batch, dealias=cfg.dealias,
-                                   backend=self.fft_backend, coefficient=self.convection)
-            self._operator = (key, flux, ETDRK4(linear, cfg.time_step, flux, batch=batch))
-        _, flux, stepper = self._operator
-        return SpectralState(flux.spectral(initial[:, 0]), flux, stepper)
+            term = NonlinearTerm1D(self.nonlinearity, self.nonlinear_factor(n, scaled=True),
+                                   batch=batch, backend=self.fft_backend)
+            self._operator = (key, term, ETDRK4(linear, cfg.time_step, term, batch=batch))
+        _, term, stepper = self._operator
+        return SpectralState(term.spectral(initial[:, 0]), term, stepper)
 
     def advance(self, state: SpectralState, time: float) -> None:
         steps = whole_multiple(self.config.record_interval, self.config.time_step,
@@ -232,29 +395,59 @@ class SemilinearSolver1D(TimeDependentSolver):
 
     def tendency(self, frames: np.ndarray, *, time: float = 0.0,
                  parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """u_t = L u − b (u²/2)_x at ``frames`` ``[batch, 1, n]`` (any even n), in plain NumPy.
+        """u_t = L u + N(u) at ``frames`` ``[batch, 1, n]`` (any even n), in plain NumPy.
 
-        The solver's semi-discretisation on the n-point grid: the flux with the Nyquist
-        mode's derivative dropped and, with ``dealias``, zeroed outside the 2/3 band (as
-        :class:`QuadraticFlux1D`); the linear operator of :meth:`linear` on every mode.
-        ``time`` is unused (these PDEs are autonomous).
+        The solver's semi-discretisation on the n-point grid: N from :attr:`nonlinearity`,
+        zeroed outside the 2/3 band with ``dealias``; the linear operator of :meth:`linear`
+        on every mode. ``time`` is unused (these PDEs are autonomous).
         """
         frames = np.asarray(frames, dtype=np.float64)
         if frames.ndim != 3 or frames.shape[1] != 1:
             raise ValueError(f"frames must have shape [batch, 1, x], got {frames.shape}")
         batch, n = frames.shape[0], frames.shape[-1]
         resolved = self.resolve_parameters(batch, parameters)
-        k = 2 * np.pi / self.domain_length * derivative_wavenumbers(n, real=True)
-        flux = (-0.5j * self.convection) * k \
-            * (dealias_mask(n, ndim=1) if self.config.dealias else 1.0)
         u = frames[:, 0]
-        rhs = flux * np.fft.rfft(u ** 2) + self.linear(n, resolved) * np.fft.rfft(u)
+        rhs = self.nonlinear_factor(n) * np.fft.rfft(self.nonlinearity.term(u)) \
+            + self.linear(n, resolved) * np.fft.rfft(u)
         return np.fft.irfft(rhs, n)[:, None]
 
+    def reference_step(self, v_hat: np.ndarray, parameters: Mapping[str, np.ndarray] | None
+                       = None, *, steps: int = 1, contour_points: int = CONTOUR_POINTS
+                       ) -> np.ndarray:
+        """``steps`` ETDRK4 steps of ``time_step`` in plain NumPy: the oracle of the fast path.
+
+        The textbook formulas of Kassam & Trefethen's ``kursiv.m`` on ``numpy.fft``, with the
+        solver's two hooks and the contour coefficients over ``contour_points`` points
+        (Kassam & Trefethen use 32).
+
+        Parameters
+        ----------
+        v_hat : complex array ``[batch, n // 2 + 1]``
+            ``numpy.fft.rfft`` of u on an n-point grid.
+        parameters : mapping, optional
+            Per-sample parameters (``[batch]`` each), as for :meth:`step`.
+
+        Returns
+        -------
+        complex array of ``v_hat``'s shape: v̂ after ``steps`` steps.
+        """
+        v_hat = np.asarray(v_hat, dtype=np.complex128)
+        n = 2 * (v_hat.shape[-1] - 1)
+        linear = self.linear(n, self.resolve_parameters(v_hat.shape[0], parameters))
+        with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
+            c = etdrk4_coefficients(linear, self.config.time_step, points=contour_points)
+        factor, term = self.nonlinear_factor(n), self.nonlinearity.term
+
+        def nonlinear(v):
+            return factor * np.fft.rfft(term(np.fft.irfft(v, n)))
+
+        for _ in range(steps):
+            v_hat = etdrk4_step(v_hat, c, nonlinear)
+        return v_hat
+
     def divergence_hint(self) -> str:
-        return (f"time_step {self.config.time_step:g} is too large for the explicit flux: keep "
-                "time_step * b * max|u| * 2 pi N / (3 L) (b the flux coefficient) well below "
-                "10, about 0.3 for accuracy, or raise the resolution")
+        return (f"time_step {self.config.time_step:g} is too large for the explicit "
+                f"nonlinear term: {self.nonlinearity.step_limit}, or raise the resolution")
 
     # -- dataset ---------------------------------------------------------------------------
     def extra_variables(self) -> dict[str, VariableSpec]:

@@ -27,7 +27,6 @@ import pyfftw
 
 __all__ = [
     "ETDRK4",
-    "QuadraticFlux1D",
     "RealFFT",
     "dealias_mask",
     "derivative_wavenumbers",
@@ -438,51 +437,3 @@ class ETDRK4:
         self.nonlinear(cc, nc)
         _combine(c["E"], c["f1"], c["f2"], c["f3"], v, nv, na, nb, nc)
 
-
-class QuadraticFlux1D:
-    """N̂(û) = −½ b i k FFT(u²) on a periodic 1D grid: the nonlinearity of Burgers, KS, KdV.
-
-    ``−b u u_x = −b (u²/2)_x``. With ``dealias`` the result is zeroed outside the 2/3 band.
-    The Nyquist mode's derivative is dropped (see :func:`derivative_wavenumbers`).
-
-    Parameters
-    ----------
-    n : int
-        Grid points (even).
-    length : float
-        Domain length L (angular wavenumbers 2π k / L).
-    batch : int
-    dealias : bool
-    backend : {"pyfftw", "numpy"}
-    threads : int, optional
-        FFTW threads (default 1: 1D transforms are too small to share).
-    coefficient : float
-        b (1 for Burgers and KS; 6 for KdV in its textbook scaling).
-    """
-
-    def __init__(self, n: int, length: float, *, batch: int, dealias: bool = True,
-                 backend: Backend = "pyfftw", threads: int | None = 1,
-                 coefficient: float = 1.0) -> None:
-        self.fft = RealFFT((batch,), n, ndim=1, backend=backend, threads=threads)
-        k = 2 * np.pi / length * derivative_wavenumbers(n, real=True)
-        mask = dealias_mask(n, ndim=1) if dealias else np.ones(n // 2 + 1)
-        # −½ b i k, the mask and 1/n² (u = backward(û)/n is squared) in one factor; b = 1
-        # multiplies −½i exactly, so Burgers and KS round as they did before b existed
-        self.factor = ((-0.5j * coefficient) * k * mask / n ** 2).astype(np.complex128)[None, :]
-        self.n = n
-
-    def __call__(self, v_hat: np.ndarray, out: np.ndarray) -> None:
-        self.fft.spectral[...] = v_hat
-        u = self.fft.backward()
-        np.square(u, out=u)
-        np.multiply(self.fft.forward(), self.factor, out=out)
-
-    def spectral(self, u: np.ndarray) -> np.ndarray:
-        """The unnormalised rfft of u ``[batch, n]`` (a new array)."""
-        self.fft.real[...] = u
-        return self.fft.forward().copy()
-
-    def physical(self, v_hat: np.ndarray) -> np.ndarray:
-        """u on the grid from its (unnormalised) rfft ``v_hat`` (a new array)."""
-        self.fft.spectral[...] = v_hat
-        return self.fft.backward() / self.n

@@ -26,6 +26,7 @@ PERIODIC, DIRICHLET, OUTFLOW = ("periodic",) * 2, ("dirichlet",) * 2, ("outflow"
 #: label -> (solver, config beyond TINY, boundary kinds, placement, cell averages, domain).
 #: The domain is (lower, upper) of every axis: where the nodes or the cell edges must lie.
 CASES = {
+    "allen-cahn": ("allen-cahn", {}, PERIODIC, "nodes", False, None),
     "burgers": ("burgers", {}, PERIODIC, "nodes", False, None),
     "kdv": ("kdv", {}, PERIODIC, "nodes", False, None),
     "kuramoto-sivashinsky": ("kuramoto-sivashinsky", {}, PERIODIC, "nodes", False, None),

@@ -1,5 +1,5 @@
 """The PyTorch record interval (``differentiable_step``) against the solvers' own ``step`` in
-float64 (KS, Burgers, KdV, Navier–Stokes in both time steppings and schemes, coarsened
+float64 (KS, Burgers, KdV, Allen–Cahn, Navier–Stokes in both time steppings and schemes, coarsened
 solvers), gradients by finite differences (``gradcheck``), float32, and bad input."""
 
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ssmpde.solvers import get_solver
+from ssmpde.solvers.allen_cahn import AllenCahn
 from ssmpde.solvers.darcy import Darcy
 from ssmpde.solvers.differentiable import DifferentiableStep, differentiable_step
 from ssmpde.solvers.euler import Euler2D
@@ -30,6 +31,11 @@ def _burgers():
 def _kdv():
     return KdV(resolution=32, simulation_resolution=64, domain_length=32.0, final_time=1.0,
                record_interval=0.5, time_step=0.05)
+
+
+def _allen_cahn():
+    return AllenCahn(resolution=48, simulation_resolution=96, diffusivity=(0.01, 0.03),
+                     final_time=0.4, record_interval=0.2, time_step=0.02)
 
 
 def _ns_cfl(**overrides):
@@ -72,6 +78,8 @@ CASES = {
     "burgers-coarsened-2x5": (lambda: _burgers().coarsened(space=2, time=5), 0.0),
     "kdv": (_kdv, 0.0),
     "kdv-coarsened-2x2": (lambda: _kdv().coarsened(space=2, time=2), 0.0),
+    "allen-cahn": (_allen_cahn, 0.0),
+    "allen-cahn-coarsened-2x2": (lambda: _allen_cahn().coarsened(space=2, time=2), 0.0),
     "ns-cfl-nu1e-4": (_ns_cfl, 0.0),
     "ns-cfl-nu1e-4-coarsened-2x2": (lambda: _ns_cfl().coarsened(space=2, time=2), 0.0),
     "ns-faithful-moving-forcing": (_ns_moving, 3.0),
@@ -144,6 +152,15 @@ def test_gradcheck_kdv():
     assert torch.autograd.gradcheck(step, (torch.as_tensor(initial).requires_grad_(),))
 
 
+def test_gradcheck_allen_cahn():
+    solver = AllenCahn(resolution=12, simulation_resolution=12, diffusivity=(0.05, 0.1),
+                       final_time=0.1, record_interval=0.1, time_step=0.05, lmax=4)
+    initial, parameters = _inputs(solver, batch=2)
+    step = differentiable_step(solver)
+    frame = torch.as_tensor(initial).requires_grad_()
+    assert torch.autograd.gradcheck(lambda u: step(u, parameters=parameters), (frame,))
+
+
 def test_gradcheck_navier_stokes_cfl_with_moving_forcing():
     # RK3/CN, per-sample step counts (the second sample is faster), the moving forcing
     solver = NavierStokes2D(resolution=8, simulation_resolution=8, viscosity=(1e-3, 2e-3),
@@ -191,7 +208,7 @@ def test_step_object_mirrors_the_solver():
 @pytest.mark.parametrize("solver", [Darcy(**Darcy.TINY), Euler2D(**Euler2D.TINY)],
                          ids=["darcy", "euler"])
 def test_unsupported_solver_is_refused_with_the_supported_ones_named(solver):
-    with pytest.raises(ValueError, match="Kuramoto-Sivashinsky, Burgers, KdV.*Navier-Stokes"):
+    with pytest.raises(ValueError, match="Kuramoto-Sivashinsky, Burgers, KdV, Allen-Cahn.*Navier"):
         differentiable_step(solver)
 
 
