@@ -8,9 +8,12 @@ ranges, so a store holds the same numbers as the in-process run. See ``docs/scal
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import datetime as _dt
 import json
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +24,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from .. import __version__
-from .base import Solver
+from .base import Solver, TimeDependentSolver
 
 
 def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
@@ -141,3 +144,141 @@ class _Pace:
                        "to make it shorter")
             with tqdm.external_write_mode(file=sys.stderr):
                 warnings.warn(message, LongRunWarning, stacklevel=2)
+
+    def expect(self, estimate: _Estimate | None) -> bool:
+        """Warn at once, before the first batch, if ``estimate`` (:func:`_estimate`) says the
+        run is long (the first batches then only confirm it: one warning a run); whether it
+        warned."""
+        if estimate is None or self.batches < 0 or estimate.seconds <= LONG_RUN_SECONDS:
+            return False
+        self.batches = -1
+        message = (f"this run will take about {_duration(estimate.seconds)} "
+                   f"({estimate.samples:,} samples at about {_span(estimate.per_sample)} a "
+                   f"sample{estimate.where}, timed on {estimate.what} before the first "
+                   "batch): Ctrl-C stops it and the same command resumes it; generate fewer "
+                   "samples, or use --workers / --scheduler, to make it shorter")
+        with tqdm.external_write_mode(file=sys.stderr):
+            warnings.warn(message, LongRunWarning, stacklevel=3)
+        return True
+
+
+def _span(seconds: float) -> str:
+    """A duration for people, from seconds to days."""
+    if seconds < 1:
+        return f"{seconds:.2g} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} minutes"
+    return _duration(seconds)
+
+
+#: Wall time the duration probe of :func:`_estimate` spends on timed steps (its warm-up step
+#: aside): short against any run worth an estimate, long enough to time a few steps.
+PROBE_SECONDS = 0.3
+
+
+@dataclasses.dataclass(frozen=True)
+class _Estimate:
+    """A run's duration, projected before its first batch (:func:`_estimate`)."""
+
+    seconds: float  # the samples still to compute, all of them
+    per_sample: float  # seconds a sample takes in one process (one task on a cluster)
+    samples: int  # samples still to compute
+    what: str  # what was timed, e.g. "3 x 64 time steps of 8 samples"
+    where: str = ""  # e.g. " on each of 2 workers"
+
+    def line(self, name: str) -> str:
+        """The line generate prints before its first batch."""
+        return (f"{name}: this run will take about {_span(self.seconds)} "
+                f"({self.samples:,} samples at about {_span(self.per_sample)} a sample"
+                f"{self.where}; timed on {self.what} of the first batch; expect +-25 %, "
+                "more with adaptive time steps or a changing machine load)")
+
+
+def _estimate(solver: Solver, seed: int, batch: tuple[int, int], samples: int, *,
+              concurrency: int = 1, where: str = "") -> _Estimate | None:
+    """The duration of ``samples`` samples, from a few time steps of the samples
+    ``batch`` = ``(start, stop)`` (the first batch's, advanced together as the batch will be).
+
+    Everything runs on a shallow copy of ``solver`` (sharing its FFT engines, so the run
+    reuses their plans) whose record interval is a few time steps. First the whole per-batch
+    path (inputs, start, one step, observation, dataset) twice: the first pays numba's
+    compilation and the plans (which the run would pay anyway), the second times a batch's
+    fixed costs. Then the batch's states advance by 1, 2, 4, ... time steps (for a solver
+    with adaptive steps, 1/1024 of a record interval, doubled) until one advance takes an
+    eighth of :data:`PROBE_SECONDS` or covers a record interval, and by that span again
+    until the advances add up to :data:`PROBE_SECONDS` with at least three at that span (or
+    cover a sample's whole time span). The fastest of those repeats gives the seconds per
+    unit of simulated time (timeit's reasoning: a moment the scheduler gave the cores to
+    another process says nothing about the run).
+
+    With a fixed time step the run's steps cost what the probe's do; with adaptive (CFL)
+    steps the speed of the initial states sets their number, which grows as a flow
+    develops. None for a solver without a time axis (its bar shows its pace after the first
+    sample) and where the probe fails (the run reports the failure itself).
+    """
+    if not isinstance(solver, TimeDependentSolver) or batch[1] <= batch[0] or samples <= 0:
+        return None
+    cfg = solver.config
+    size = batch[1] - batch[0]
+    try:
+        interval, final = float(cfg.record_interval), float(cfg.final_time)
+        step = getattr(cfg, "effective_time_step", None) or getattr(cfg, "time_step", None)
+        first = min(float(step), interval) if step else interval / 2 ** 10
+        probe = copy.copy(solver)
+        probe.config = dataclasses.replace(cfg, record_interval=first, final_time=first)
+        run_config = _run_config(probe, size, seed)
+        with np.errstate(all="ignore"):
+            _batch_dataset(probe, seed, *batch, run_config, "")  # the warm-up
+            began = time.perf_counter()
+            _batch_dataset(probe, seed, *batch, run_config, "")
+            fixed = time.perf_counter() - began  # a batch's costs, one step included
+            inputs = probe.sample_inputs(seed, list(range(*batch)))
+            parameters = {k: v for k, v in inputs.items() if k != "initial"}
+            state = probe.start(np.asarray(inputs["initial"], dtype=np.float64),
+                                probe.resolve_parameters(size, parameters))
+            now, span, spent, growing = 0.0, first, 0.0, True
+            times: list[float] = []  # seconds of each advance by `span`
+            while True:
+                probe.config = dataclasses.replace(cfg, record_interval=span, final_time=span)
+                began = time.perf_counter()
+                probe.advance(state, now)
+                elapsed = time.perf_counter() - began
+                now, spent = now + span, spent + elapsed
+                times.append(elapsed)
+                if now >= final - 1e-9 * final:
+                    break
+                if growing and span < interval and elapsed < PROBE_SECONDS / 8:
+                    span, times = min(2 * span, interval), []
+                    continue
+                growing = False
+                if spent >= PROBE_SECONDS and len(times) >= 3 or spent >= 2 * PROBE_SECONDS:
+                    break
+            began = time.perf_counter()
+            probe.observe(state)
+            observe = time.perf_counter() - began
+    except Exception:  # noqa: BLE001 - no estimate; the run itself reports what fails
+        return None
+    rate = min(times) / span  # seconds per unit of simulated time, for the batch
+    per_batch = (max(0.0, fixed - rate * first) + rate * final
+                 + observe * max(0, solver.num_records - 1))
+    per_sample = per_batch / size
+    samples_text = f"{size} sample{'s' if size > 1 else ''}"
+    runs = f"{len(times)} x " if len(times) > 1 else ""
+    if step:
+        count = int(round(span / first))
+        what = f"{runs}{count} time step{'s' if count > 1 else ''} of {samples_text}"
+    else:
+        what = f"{runs}{span / interval:.3g} record interval of {samples_text}"
+    return _Estimate(seconds=per_sample * samples / max(1, concurrency),
+                     per_sample=per_sample, samples=samples, what=what, where=where)
+
+
+def _progress_unit(solver: Solver) -> tuple[str, int]:
+    """What a generation's progress bar counts, and how many of them a sample makes: the
+    frames a time-dependent solver computes (record intervals), else samples. Whole units,
+    so the bar's count is an integer and its ETA appears after the first frame."""
+    if isinstance(solver, TimeDependentSolver):
+        return "frame", max(1, int(solver.num_records))
+    return "sample", 1

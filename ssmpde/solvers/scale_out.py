@@ -43,8 +43,8 @@ from ..data import (SAMPLE, ZARR_SUFFIXES, DatasetFileError, DiskFullError, Stor
                     check_output, create_store, disk_space, disk_usage, finish_store,
                     open_dataset, output_lock, remove_output, remove_stale_temporaries,
                     store_progress, update_store_progress, write_store_region)
-from ._batches import (_batch_dataset, _can_resume, _check_int, _history, _interrupted,
-                       _missing, _Pace)
+from ._batches import (_batch_dataset, _can_resume, _check_int, _estimate, _history,
+                       _interrupted, _missing, _Pace)
 from .base import Solver, SolverDivergedError
 from .spectral import default_threads
 from ..threads import cores
@@ -463,7 +463,7 @@ def _handshake(address: str, seconds: float) -> None:
                       f"{_SCHEDULER_ADVICE}")
 
 
-def _announce(client: Client, show: bool) -> None:
+def _announce(client: Client, show: bool, batch_size: int) -> None:
     if not show:
         return
     address = client.scheduler.address
@@ -471,8 +471,25 @@ def _announce(client: Client, show: bool) -> None:
         dashboard = f"dashboard {client.dashboard_link}"
     else:
         dashboard = "no dashboard (pip install bokeh to get one)"
-    tqdm.write(f"dask: scheduler {address}, {len(client.nthreads())} workers, {dashboard}",
+    tqdm.write(f"dask: scheduler {address}, {len(client.nthreads())} workers, batches of "
+               f"{batch_size} sample{'s' if batch_size > 1 else ''}, {dashboard}",
                file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _threads_of_a_task(solver: Solver, threads: int) -> Iterator[None]:
+    """This process's numba threads and ``solver``'s own sized as one task's, then restored:
+    the driver's duration probe then times what a worker runs."""
+    import numba
+
+    before, own = numba.get_num_threads(), getattr(solver, "threads", None)
+    try:
+        _limit_threads(solver, threads)
+        yield
+    finally:
+        numba.set_num_threads(before)
+        if hasattr(solver, "threads"):
+            solver.threads = own
 
 
 def _limit_threads(solver: Solver, threads: int) -> None:
@@ -674,7 +691,13 @@ def _generate_on_cluster(solver: Solver, seed: int, num_samples: int, batch_size
         else:
             disk.check(list(record.complete), disk_usage(out), max_disk)
         with dask_cluster(scheduler, workers) as (client, threads):
-            _announce(client, progress)
+            # Batches small enough that every worker gets one: 4 samples on 2 workers are 2
+            # batches of 2, not one batch of 4 on one worker (a sample's values do not
+            # depend on its batch).
+            slots = max(1, sum(client.nthreads().values()))
+            missing = num_samples - (record.samples_complete if record is not None else 0)
+            batch_size = max(1, min(batch_size, -(-missing // slots)))
+            _announce(client, progress, batch_size)
             if record is None:
                 record = StoreProgress(
                     config=run_config, history=_history(solver.name), run_id=uuid.uuid4().hex,
@@ -715,17 +738,26 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
 
     num_samples = record.num_samples
     todo = _missing(list(record.complete), num_samples, record.batch_size)
-    done, total = record.batch_counts()
-    bar = tqdm(total=total, initial=done, unit="batch", desc=solver.name,
-               disable=not progress, dynamic_ncols=True)
     session = uuid.uuid4().hex[:8]  # task keys of this driver only: never a stale result
-    # cloudpickle: a solver class defined in a script or a test travels by value.
+    # cloudpickle: a solver class defined in a script or a test travels by value. Pickled
+    # before the duration probe below fills the solver's caches.
     payload = cloudpickle.dumps(solver)
     running: dict[str, tuple[Any, int, int]] = {}
     queue = as_completed(loop=client.loop)
     per_sample = float(solver.bytes_per_sample())
-    pace = _Pace(num_samples - record.samples_complete,
-                 concurrency=sum(client.nthreads().values()))
+    missing, slots = num_samples - record.samples_complete, sum(client.nthreads().values())
+    pace = _Pace(missing, concurrency=slots)
+    first = next(_missing(list(record.complete), num_samples, record.batch_size), None)
+    if progress and first is not None:  # a line before the first batch, timed here
+        with _threads_of_a_task(solver, threads):
+            estimate = _estimate(solver, seed, first, missing,
+                                 concurrency=slots,
+                                 where=f", {slots} at once" if slots > 1 else "")
+        if estimate is not None and not pace.expect(estimate):  # a warning says the same
+            tqdm.write(estimate.line(solver.name), file=sys.stderr)
+    # Whole samples: a batch is recorded complete at once.
+    bar = tqdm(total=num_samples, initial=record.samples_complete, unit="sample",
+               desc=solver.name, disable=not progress, dynamic_ncols=True)
     began = time.perf_counter()
 
     def submit() -> None:
@@ -763,7 +795,7 @@ def _run_on_cluster(client: Client, solver: Solver, seed: int, run_config: dict[
                 record = record.with_complete(start, stop)
                 with disk_space(out):
                     update_store_progress(out, record)
-                bar.update(1)
+                bar.update(stop - start)
                 submit()
         except KeyboardInterrupt:
             raise _interrupted(record.samples_complete, num_samples, out) from None

@@ -179,3 +179,128 @@ def test_stored_parameters_replay_the_trajectory_through_step(forcing):
         frame = solver.step(history, time=float(ds.time[k]), parameters=parameters)
         np.testing.assert_allclose(frame[:, 0], ds.vorticity.values[:, k + 1], rtol=0,
                                    atol=1e-12 * float(np.abs(ds.vorticity).max()))
+
+
+# -- what a run says about its duration and progress ------------------------------------------
+import dataclasses
+import re
+
+from ssmpde.solvers.base import TimeDependentSolver
+
+
+@dataclasses.dataclass(frozen=True)
+class SleepyConfig:
+    resolution: int = 8
+    simulation_resolution: int = 8
+    final_time: float = 1.0
+    record_interval: float = 0.1
+    time_step: float = 0.01
+    step_seconds: float = 0.002  # wall time of one time step of a whole batch
+
+
+class Sleepy(TimeDependentSolver):
+    """A solver whose time steps cost a known wall time (slept, so a busy machine does not
+    change it), whatever the batch: a batch of b samples costs what one sample does."""
+
+    name = "sleepy"  # not registered: generate takes the instance
+    Config = SleepyConfig
+    fields = ("u",)
+    field_units = {"u": ("u", "1")}
+
+    def initial_condition(self, seed, indices):
+        return np.ones((len(indices), 1, self.config.simulation_resolution))
+
+    def start(self, initial, parameters):
+        return {"u": initial.copy()}
+
+    def advance(self, state, time):
+        cfg = self.config
+        time_module.sleep(round(cfg.record_interval / cfg.time_step) * cfg.step_seconds)
+
+    def observe(self, state):
+        return state["u"].copy()
+
+
+time_module = time
+
+
+class Watched(Sleepy):
+    """Sleepy that records, at each batch of its own run (not of the duration probe, which
+    runs a copy with a record interval of one time step), what stderr showed until then."""
+
+    seen: list = []
+    started: list = []
+    capsys = None
+
+    def solve_batch(self, inputs, progress=None):
+        if self.config.record_interval == SleepyConfig.record_interval:
+            self.started.append(time.perf_counter())
+            self.seen.append(self.capsys.readouterr().err)
+        return super().solve_batch(inputs, progress=progress)
+
+
+def test_a_run_prints_its_duration_before_the_first_batch(capsys):
+    solver = Watched()
+    solver.seen, solver.started, solver.capsys = [], [], capsys
+    capsys.readouterr()
+    generate(solver, num_samples=6, batch_size=2, seed=0)
+    run = time.perf_counter() - solver.started[0]  # the batches (3 x 100 steps x 2 ms)
+    seen = solver.seen
+    line = next(text for text in seen[0].splitlines() if "this run will take about" in text)
+    assert "(6 samples at about " in line and "time steps of 2 samples" in line
+    estimate = float(re.search(r"take about ([\d.]+) s", line)[1])
+    assert 0.7 * run <= estimate <= 1.4 * run, (estimate, run)
+    assert "this run will take" not in "".join(seen[1:])  # said once
+
+
+def test_a_long_run_warns_before_its_first_batch(capsys):
+    from ssmpde.solvers._batches import LongRunWarning
+
+    class Stopped(Watched):
+        def solve_batch(self, inputs, progress=None):
+            outputs = super().solve_batch(inputs, progress=None)
+            if self.seen:
+                raise KeyboardInterrupt  # the first batch of the run: enough
+            return outputs
+
+    solver = Stopped(step_seconds=0.02)  # 2 s a batch of 2 samples: a million take 11 days
+    solver.seen, solver.started, solver.capsys = [], [], capsys
+    with pytest.warns(LongRunWarning, match=r"about 1\d days .*1,000,000 samples .*"
+                                            r"before the first batch") as caught, \
+            pytest.raises(KeyboardInterrupt):
+        generate(solver, num_samples=10 ** 6, batch_size=2, seed=0)
+    assert len(caught) == 1 and len(solver.seen) == 1  # before the first batch, once
+    assert "this run will take" not in solver.seen[0]  # the warning says it, no other line
+
+
+def test_the_duration_probe_costs_a_fraction_of_a_second_on_a_small_run():
+    from ssmpde.solvers import get_solver
+    from ssmpde.solvers._batches import _estimate
+
+    solver = get_solver("navier-stokes", **SMALL)
+    _estimate(solver, 0, (0, 1), 1)  # numba's compilation: paid by the run anyway
+    began = time.perf_counter()
+    estimate = _estimate(solver, 0, (0, 2), 2)
+    assert time.perf_counter() - began < 1.0
+    assert estimate is not None and estimate.seconds > 0
+
+
+def test_a_steady_solver_gets_no_probe_and_its_bar_counts_samples(capsys):
+    capsys.readouterr()
+    generate("darcy", num_samples=2, batch_size=1, resolution=9, simulation_resolution=17)
+    err = capsys.readouterr().err
+    assert "this run will take" not in err
+    assert "2/2" in err and "sample" in err
+
+
+def test_the_progress_bar_counts_whole_frames(capsys):
+    capsys.readouterr()
+    generate("navier-stokes", num_samples=3, batch_size=2, seed=0, **SMALL)
+    states = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    bars = [line for line in states if "it/s" in line or "frame" in line]
+    assert bars and all(not re.search(r"\d\.\d+/\d", line) for line in bars), bars
+    # 3 samples of 2 frames (record intervals): 6 frames, the bar's unit, and an ETA.
+    assert any("6/6" in line and "frame" in line for line in bars), bars
+    assert "(2 frames a sample)" in bars[-1]
+    counted = [int(m[1]) for line in bars if (m := re.search(r"\| (\d+)/6 ", line))]
+    assert counted == sorted(counted) and counted[-1] == 6

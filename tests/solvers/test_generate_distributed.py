@@ -9,6 +9,7 @@ store, a scheduler that does not answer.
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -154,7 +155,8 @@ def test_command_line_local_cluster_info_and_convert_round_trip(tmp_path, capsys
     assert main([*args, "--out", str(out), "--workers", "2"]) == 0
     captured = capsys.readouterr()
     assert "dask: scheduler tcp://" in captured.err and " workers, " in captured.err
-    assert "batch" in captured.err  # the bar counts batches
+    assert "batches of 2 samples" in captured.err  # 5 samples on 2 workers: --batch-size
+    assert "5/5" in captured.err and "sample" in captured.err  # the bar counts samples
     assert f"wrote {out}" in captured.out
     assert main([*args, "--out", str(tmp_path / "single.zarr"), "--no-progress"]) == 0
     with open_dataset(out) as a, open_dataset(tmp_path / "single.zarr") as b:
@@ -376,7 +378,8 @@ def test_resume_computes_only_the_batches_missing_from_the_record(tmp_path, clie
         path.unlink()
     resumed = generate(counting, num_samples=6, seed=9, batch_size=2, out=out,
                        scheduler=client, progress=False)
-    assert len(list(calls.iterdir())) == 1
+    # Samples 4 and 5 only (one batch a worker: two batches of one).
+    assert sum(int(path.name.split("-")[0]) for path in calls.iterdir()) == 2
     assert_same_dataset(resumed, reference, history=True)
     resumed.close()
 
@@ -487,7 +490,9 @@ def test_progress_ranges_merge_in_any_completion_order(num_samples, batch_size, 
 
 
 def test_a_corrupt_progress_record_is_a_clear_error(tmp_path):
-    with pytest.raises(DatasetFileError, match="unreadable.*--overwrite"):
+    # The text of decode_json (a61fa65) names what is wrong: "is not valid JSON".
+    with pytest.raises(DatasetFileError, match="record .* of 'x.zarr' is not valid JSON .*"
+                                               "--overwrite"):
         StoreProgress.from_json("{", "x.zarr")
     bad = StoreProgress(config={}, history="", run_id="r", num_samples=4, batch_size=1,
                         complete=((2, 3), (0, 1)))
@@ -496,3 +501,31 @@ def test_a_corrupt_progress_record_is_a_clear_error(tmp_path):
     record = StoreProgress(config={}, history="", run_id="r", num_samples=80,
                            batch_size=8, complete=((0, 24),))
     assert record.summary() == "3 of 10 batches complete (24 of 80 samples, batches of 8)"
+
+
+def test_four_samples_on_two_workers_are_two_batches_of_two(tmp_path, client):
+    # The default batch size (8) would make one batch, on one worker: the batches are cut
+    # so that every worker gets one, and the values do not depend on it.
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    counting = CountingDarcy(**tiny("darcy"))
+    counting.calls = str(calls)
+    store = generate(counting, num_samples=4, seed=5, out=tmp_path / "d.zarr",
+                     scheduler=client, progress=False)
+    assert sorted(path.name.split("-")[0] for path in calls.iterdir()) == ["2", "2"]
+    single = generate(counting, num_samples=4, seed=5, progress=False)  # in this process
+    assert_same_dataset(store, single)
+    store.close()
+
+
+def test_a_cluster_run_prints_its_duration_and_counts_whole_samples(tmp_path, client,
+                                                                    capsys):
+    capsys.readouterr()
+    store = generate("navier-stokes", num_samples=3, seed=0, batch_size=1,
+                     out=tmp_path / "ns.zarr", scheduler=client, **SLOW_NS_CONFIG)
+    store.close()
+    err = capsys.readouterr().err
+    assert "batches of 1 sample, " in err
+    assert "this run will take about" in err and "3 samples at about" in err
+    assert ", 2 at once; timed on " in err  # two workers of one thread
+    assert "3/3" in err and not re.search(r"\d\.\d+/\d", err)
