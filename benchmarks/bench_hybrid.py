@@ -206,7 +206,7 @@ def table(rows: list[dict], fine_seconds: float) -> str:
             detail = (f"{r['iterations']} it., {r['fine_steps']} fine steps, "
                       f"{r['serial_seconds']:.3f} s on one core")
         elif r["kind"] == "corrected":
-            detail = (f"{1e3 * r['seconds'] / r['surrogate']:.2f} ms per step (coarse step "
+            detail = (f"{1e3 * r['seconds'] / r['corrected']:.2f} ms per step (coarse step "
                       f"and correction), run {r.get('run', '')}")
         elif "surrogate" in r and r["kind"] != "coarse":
             detail = f"{r['surrogate']} surrogate / {r['solver'] + r['fallback']} solver steps"

@@ -527,7 +527,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _rollout(args: argparse.Namespace) -> int:
     import contextlib
 
-    from .coupling.run import describe, run_rollout
+    from .coupling.run import report, run_rollout
 
     coarse = args.coarse
     if coarse is not None and [c.lower() for c in coarse] == ["none"]:
@@ -548,15 +548,7 @@ def _rollout(args: argparse.Namespace) -> int:
                            pareto=args.pareto, executor=executor,
                            correctors=args.corrector, threads=args.threads,
                            compile=args.compile or False, precision=args.precision)
-    print("| schedule | kind | final rel. L2 | wall s | detail |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        if "failed" in r:
-            print(f"| {r['schedule']} | {r['kind']} | failed: {r['failed']} | | |")
-            continue
-        detail = describe(r).partition("s (")[2].rstrip(")")
-        print(f"| {r['schedule']} | {r['kind']} | {r['final_rel_l2']:.3g} | "
-              f"{r['seconds']:.3f} | {detail} |")
+    print(report(rows))  # the table, its legend, and notes such as a hand-over loss
     for path in (args.out, args.plot, args.pareto):
         if path:
             print(f"wrote {path}")

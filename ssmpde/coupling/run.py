@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from .corrected import CorrectedStepper, stepper_from_checkpoint
 from .steps import Conditions
 from .warm_start import OperatorSurrogate, warm_start
 
-__all__ = ["run_rollout", "run_warm_start"]
+__all__ = ["STEP_LEGEND", "StoredGridWarning", "report", "run_rollout", "run_warm_start"]
 
 
 def _parse_samples(text: str, available: int) -> np.ndarray:
@@ -124,6 +125,9 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                              f"the fields the solver advances (it has "
                              f"{sorted(ds.data_vars)}): use the data it was trained on")
         stored = [ds.sizes[d] for d in SPATIAL_DIMS[len(solver.grid)]]
+        hand_over = _hand_over_loss(data, stored, solver.simulation_grid)
+        if hand_over is not None:
+            warnings.warn(hand_over, StoredGridWarning, stacklevel=3)
         for stepper in (surrogate, *extra):
             if list(stepper.grid) != stored:
                 raise ValueError(f"{stepper.source} was trained on a {list(stepper.grid)} "
@@ -162,10 +166,15 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
             rows.append({"schedule": label, "kind": kind, "failed": str(error)})
             continue
         runs[schedule] = result
-        rows.append(_row(label, kind, result)
+        rows.append(_row(label, kind, result,
+                         corrected=isinstance(stepper, CorrectedStepper))
                     | {"correlation_time": high_correlation_time(result.frames, reference,
                                                                  solver.dt)}
                     | ({"checkpoint": stepper.source} if kind == "corrected" else {}))
+    if hand_over is not None:
+        for row in rows:
+            if row["schedule"] == "solver" and row["kind"] == "solver":
+                row["note"] = hand_over
     rows += coarse_baselines(solver, history, steps, reference=reference, time=time,
                              parameters=parameters, coarsenings=coarse)
     # The figure and the file show the first schedule that ran to the end.
@@ -194,6 +203,26 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         plot_pareto(pareto, rows, title=f"{solver.name}: error after {steps} steps against "
                     f"wall time ({len(indices)} samples)")
     return rows
+
+
+class StoredGridWarning(UserWarning):
+    """The rollout's data are stored on a coarser grid than the solver simulates: its
+    restarted solver steps lose the modes only the simulation grid resolves."""
+
+
+def _hand_over_loss(data: Path, stored: list[int], simulated) -> str | None:
+    """Why the "solver" row of a rollout from data stored coarser than it was simulated is
+    not the reference, or None where the grids are the same."""
+    simulated = [int(n) for n in simulated]
+    if all(m >= n for m, n in zip(stored, simulated)):
+        return None
+    points = ("x".join(map(str, grid)) for grid in (stored, simulated))
+    return (f"'{data.name}' is stored at {next(points)} of the {next(points)} simulated "
+            "points: the 'solver' row restarts the solver from the stored frames every step "
+            "and so loses the modes only the simulation grid resolves, every step (a hybrid's "
+            "solver steps do too); its error is that hand-over loss, and it is not the "
+            "reference, which is 'solver, one run' (one continuous integration from the same "
+            "first frame). Data stored at the simulation resolution have no such loss")
 
 
 def _check_outputs(outputs: dict[str, object], *, inputs, overwrite: bool) -> None:
@@ -226,13 +255,17 @@ def _kind(plan: Plan) -> str:
     return "fixed"
 
 
-def _row(schedule: str, kind: str, result) -> dict:
-    """The report row of a hybrid rollout."""
+def _row(schedule: str, kind: str, result, *, corrected: bool = False) -> dict:
+    """The report row of a hybrid rollout. ``corrected``: the learned stepper is a corrected
+    coarse solver, whose steps (and time) count as ``corrected``, not ``surrogate``."""
+    learned = "corrected" if corrected else "surrogate"
+    steps = dict(result.steps)
+    steps[learned] = steps.pop("surrogate")
     row = {"schedule": schedule, "kind": kind,
            "final_rel_l2": float(result.errors[-1]), "errors": result.errors.tolist(),
            "seconds": result.wall_seconds,
            "solver_seconds": result.seconds["solver"],
-           "surrogate_seconds": result.seconds["surrogate"], **result.steps}
+           f"{learned}_seconds": result.seconds["surrogate"], **steps}
     if "indicator" in result.seconds:
         row["indicator_seconds"] = result.seconds["indicator"]
     if result.parareal is not None:
@@ -256,8 +289,37 @@ def describe(row: dict) -> str:
     if row.get("kind") == "parareal":
         return (f"{head} ({row['iterations']} iterations, {row['fine_steps']} fine steps, "
                 f"{row['serial_seconds']:.3f} s on one core, {row['workers']} workers)")
-    return (f"{head} ({row['solver']} solver, {row['surrogate']} surrogate, "
+    learned = "corrected" if "corrected" in row else "surrogate"
+    return (f"{head} ({row['solver']} solver, {row[learned]} {learned}, "
             f"{row['fallback']} fallback steps)")
+
+
+#: What the step counts of a rollout table mean: printed under every table (:func:`report`)
+#: and in docs/hybrid.md.
+STEP_LEGEND = (
+    "Steps in the detail column, each one record interval: solver = the fine solver "
+    "restarted from the stored frames; surrogate = the trained surrogate; corrected = the "
+    "coarse solver's step plus a trained correction (a --corrector run, or a checkpoint "
+    "trained with --target correction); fallback = a surrogate proposal the schedule "
+    "rejected (adaptive: it failed a physical check; adaptive:TOL: its estimated error was "
+    "at or above TOL), so the solver took the step; the proposal's time counts as "
+    "surrogate time.")
+
+
+def report(rows: list[dict]) -> str:
+    """The rollout table of ``ssmpde rollout`` (Markdown) with its legend and the notes of
+    its rows underneath."""
+    lines = ["| schedule | kind | final rel. L2 | wall s | detail |", "|---|---|---|---|---|"]
+    for r in rows:
+        if "failed" in r:
+            lines.append(f"| {r['schedule']} | {r['kind']} | failed: {r['failed']} | | |")
+            continue
+        detail = describe(r).partition("s (")[2].rstrip(")")
+        lines.append(f"| {r['schedule']} | {r['kind']} | {r['final_rel_l2']:.3g} | "
+                     f"{r['seconds']:.3f} | {detail} |")
+    lines += ["", STEP_LEGEND]
+    lines += [f"Note ({r['schedule']}): {r['note']}" for r in rows if r.get("note")]
+    return "\n".join(lines)
 
 
 def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,
