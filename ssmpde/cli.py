@@ -269,6 +269,9 @@ def _build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--overwrite", action="store_true",
                          help="replace an existing target that is a dataset ssmpde wrote "
                               "(never a file or directory it did not write)")
+    convert.add_argument("--dtype", choices=("float32", "float64"),
+                         help="write the floating values in this precision (--to the-well: "
+                              "float32 for The Well's own models; default: the dataset's)")
     models = commands.add_parser("models", help="list the surrogate models and their presets",
                                  description="List the registered surrogate models with their "
                                              "presets and parameter counts.")
@@ -444,7 +447,8 @@ def _info(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from .data import convert
 
-    result = convert(args.source, args.target, overwrite=args.overwrite, to=args.to)
+    result = convert(args.source, args.target, overwrite=args.overwrite, to=args.to,
+                     dtype=args.dtype)
     sizes = ", ".join(f"{k}={v}" for k, v in result.sizes.items())
     kind = "" if result.format in ("netcdf", "zarr") else f" as {result.format}"
     print(f"wrote {result.target}{kind} ({sizes})")

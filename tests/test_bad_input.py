@@ -738,3 +738,102 @@ def test_a_crafted_window_is_refused_before_it_is_allocated(files, tmp_path):
     assert lines[0].startswith(f"ssmpde: error: checkpoint config {run / 'config.json'}: "
                                "its task (window 1000000000"), lines[0]
     assert "for one sample, more than the limit" in lines[0]
+
+
+def foreign_file_cases(root: Path):
+    """(id, argv, words, environment) of PDEBench and Well files that must not read as data,
+    written under ``root``; an outside probe's findings."""
+    import h5py
+    import xarray as xr
+
+    from ssmpde.data import (build_dataset, sample_coordinate, spatial_coordinate, the_well,
+                             time_coordinate)
+
+    def coordinates(f, nx, nt):
+        f["x-coordinate"] = ((np.arange(nx) + 0.5) / nx).astype(np.float32)
+        f["t-coordinate"] = (np.arange(nt + 1) * 0.1).astype(np.float32)
+
+    with h5py.File(root / "cut.hdf5", "w") as f:  # samples 2, 3 never written
+        tensor = f.create_dataset("tensor", shape=(4, 11, 64), dtype=np.float32,
+                                  chunks=(1, 11, 64))
+        tensor[0:2] = 1.0
+        coordinates(f, 64, 11)
+    for name, frames, scales in (("ragged.h5", (3, 5), (1, 1)), ("grids.h5", (4, 4), (1, 2))):
+        with h5py.File(root / name, "w") as f:
+            for index, (nt, scale) in enumerate(zip(frames, scales)):
+                group = f.create_group(f"{index:04d}")
+                group["data"] = np.random.default_rng(index).random((nt, 8, 8, 1),
+                                                                    dtype=np.float32)
+                group["grid/x"] = np.linspace(0, scale, 8, dtype=np.float32)
+                group["grid/y"] = np.linspace(0, 1, 8, dtype=np.float32)
+                group["grid/t"] = np.linspace(0, 1, nt, dtype=np.float32)
+    with h5py.File(root / "huge.hdf5", "w") as f:  # 10⁹ samples declared in ~2 KB
+        f.create_dataset("tensor", shape=(10 ** 9, 11, 64), dtype=np.float32,
+                         chunks=(1, 11, 64))
+        coordinates(f, 64, 11)
+    with h5py.File(root / "rank2.hdf5", "w") as f:
+        f["tensor"] = np.ones((5, 16), dtype=np.float32)
+        f["x-coordinate"] = np.arange(16, dtype=np.float32)
+    with h5py.File(root / "bool.hdf5", "w") as f:
+        f["tensor"] = np.arange(3 * 5 * 16).reshape(3, 5, 16) % 3 == 0
+        coordinates(f, 16, 5)
+    with h5py.File(root / "inf.hdf5", "w") as f:
+        f["tensor"] = np.where(np.arange(4 * 5 * 16).reshape(4, 5, 16) % 7, 1.0,
+                               np.inf).astype(np.float32)
+        coordinates(f, 16, 5)
+    rng = np.random.default_rng(0)
+    ds = build_dataset(
+        {"u": xr.DataArray(rng.standard_normal((3, 4, 8)), dims=("sample", "time", "x"),
+                           attrs={"long_name": "u", "units": "1", "role": "state"})},
+        coords={"sample": sample_coordinate(3), "time": time_coordinate(np.arange(4.0)),
+                "x": spatial_coordinate("x", np.arange(8.0) / 8)},
+        equation="test", config={}, title="t", references="none", solver="none")
+    the_well.export(ds, root / "nan_well.hdf5")
+    with h5py.File(root / "nan_well.hdf5", "a") as f:
+        f.attrs["n_trajectories"] = np.nan
+    the_well.export(ds, root / "cut_well")
+    cut = root / "cut_well" / "data" / "train" / "test.hdf5"
+    cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
+    out = root / "out"
+    train = ["train", "geomano", "--preset", "1d", "--out", out, "--no-progress",
+             "--model-option", "width=8", "--model-option", "depth=1", "--window", "2",
+             "--batch-size", "1", "--num-test", "1", "--data"]
+    memory = {"SSMPDE_MAX_MEMORY": "1G"}
+    return [
+        ("unwritten-info", ["info", root / "cut.hdf5"], "'tensor' (samples 2..3) was never "
+         "written (2 chunks without storage)", {}),
+        ("unwritten-check", ["info", "--check", root / "cut.hdf5"], "has 2 damaged chunks", {}),
+        ("unwritten-train", [*train, root / "cut.hdf5"], "was never written", {}),
+        ("unwritten-convert", ["convert", root / "cut.hdf5", f"{out}.nc"], "was never written",
+         {}),
+        ("ragged-convert", ["convert", root / "ragged.h5", f"{out}.nc"],
+         "sample group '0001' holds data of shape [5, 8, 8, 1]", {}),
+        ("ragged-train", [*train, root / "ragged.h5"], "one number of frames", {}),
+        ("grids-convert", ["convert", root / "grids.h5", f"{out}.nc"],
+         "another grid/x than the group '0000'", {}),
+        ("huge-info", ["info", root / "huge.hdf5"], "declares 1000000000 samples", memory),
+        ("huge-check", ["info", "--check", root / "huge.hdf5"], "damaged chunk", memory),
+        ("rank2-info", ["info", root / "rank2.hdf5"], "PDEBench 1D files hold tensor "
+         "[N, nt, nx]", {}),
+        ("bool-train", [*train, root / "bool.hdf5"], "'tensor' holds booleans", {}),
+        ("inf-train-one-line", [*train, root / "inf.hdf5"], "NaN or inf", {}),
+        ("well-nan-trajectories", ["info", root / "nan_well.hdf5"],
+         f"'{root / 'nan_well.hdf5'}': its n_trajectories attribute is nan", {}),
+        ("well-truncated-split", ["info", root / "cut_well"],
+         f"cannot read the Well file '{cut}'", {}),
+        ("dtype-for-pdebench", ["convert", root / "rank2.hdf5", f"{out}.hdf5", "--to",
+                                "pdebench", "--dtype", "float32"],
+         "the pdebench format does not take a dtype", {}),
+    ]
+
+
+def test_foreign_files_that_are_no_data_are_one_line(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("h5py")
+    table = foreign_file_cases(tmp_path)
+
+    def environment(row):
+        monkeypatch.delenv("SSMPDE_MAX_MEMORY", raising=False)
+        for key, value in row[3].items():
+            monkeypatch.setenv(key, value)
+
+    assert_table(table, capsys, tmp_path, before_each=environment)

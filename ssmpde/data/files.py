@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import inspect
 import math
 import numbers
 import os
@@ -570,6 +571,11 @@ def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.D
     if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
                                 "(check the path)")
+    if path.exists() and not (path.is_dir() or path.is_file()):
+        # Opening a FIFO waits for a writer forever; a device or socket is no dataset either.
+        raise DatasetFileError(f"'{path}' is not a regular file (a FIFO, socket or device): "
+                               "ssmpde reads datasets from files and zarr directories; give "
+                               "the path of the dataset itself")
     if path.is_dir():
         if not _is_zarr_store(path):
             foreign = formats.sniff(path)
@@ -776,8 +782,16 @@ def _target_format(target: pathlib.Path, to: str | None) -> str:
     return formats.format_named(to).NAME
 
 
+def _takes_dtype(fmt: str) -> bool:
+    """Whether the format's writer chooses the precision of the values (``dtype=``)."""
+    if fmt in formats.OWN_FORMATS:
+        return False
+    return "dtype" in inspect.signature(formats.format_named(fmt).export).parameters
+
+
 def convert(source: str | os.PathLike, target: str | os.PathLike, *,
-            overwrite: bool = False, to: str | None = None) -> Conversion:
+            overwrite: bool = False, to: str | None = None,
+            dtype: str | None = None) -> Conversion:
     """Copy a dataset between netCDF4, zarr and the foreign formats.
 
     Parameters
@@ -793,6 +807,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
         The target's format (:func:`ssmpde.data.formats.known_formats` lists the foreign
         ones). Default: from the target's suffix (``.nc``, ``.nc4``, ``.netcdf`` or
         ``.zarr``).
+    dtype : {None, "float32", "float64"}
+        The precision of the floating values, for a format whose export takes one
+        (``"the-well"``: float32 for The Well's own models); None: the format's default.
 
     Returns
     -------
@@ -804,7 +821,8 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     ------
     ValueError
         For an unknown format (the message lists the known ones), a suffix that does not say
-        the format, or a dataset the target format cannot hold (the message says why).
+        the format, a ``dtype`` the format does not take, or a dataset the target format
+        cannot hold (the message says why).
 
     Notes
     -----
@@ -823,6 +841,12 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     source = pathlib.Path(os.fspath(source)).expanduser()
     target = pathlib.Path(os.fspath(target)).expanduser()
     fmt = _target_format(target, to)  # an unknown format fails before the source is read
+    if dtype is not None and not _takes_dtype(fmt):
+        taking = [name for name in formats.known_formats() if _takes_dtype(name)]
+        raise ValueError(f"the {fmt} format does not take a dtype: it writes the values as "
+                         f"they are or in its own precision (PDEBench: float32); --dtype "
+                         f"(dtype=) applies to --to {', '.join(taking)}")
+    export_options = {} if dtype is None else {"dtype": dtype}
     notes: list[str] = []
     with output_lock(target):
         remove_stale_temporaries(target)
@@ -836,7 +860,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
             else:
                 module = formats.format_named(fmt)
                 with atomic_path(target) as tmp:
-                    notes.extend(module.export(ds, tmp))
+                    notes.extend(module.export(ds, tmp, **export_options))
                 naming = getattr(module, "conventional_name", None)
                 conventional = naming(ds) if naming is not None else None
                 if conventional is not None and target.name != conventional:

@@ -31,6 +31,17 @@ and optionally
 ``conventional_name(ds: xarray.Dataset) -> str | None``
     The file name the format's own tools expect for ``ds`` (PDEBench's loaders find files by
     name); :func:`ssmpde.data.convert` notes it when the target is named otherwise.
+``unwritten_chunks(path: pathlib.Path) -> (list[DamagedChunk], int, int) | None``
+    The chunks the file's metadata promise and its writer never wrote (which its library
+    would read as zeros: ``open`` refuses such a file), the number of chunks and of variables
+    checked; None where it cannot tell. ``ssmpde info --check`` lists them
+    (:func:`ssmpde.data.check_file`).
+``export(..., dtype=None)``
+    An ``export`` that takes ``dtype`` (``"float32"`` or ``"float64"``: the floating data
+    variables are written in it) lets ``convert --dtype`` choose the precision.
+
+A module reads a file's header before its data: :func:`check_declared_memory` refuses sizes
+that memory cannot hold before anything is allocated.
 
 :func:`known_formats` lists them, :func:`format_named` looks one up by name and :func:`sniff`
 finds the one a path is in.
@@ -42,7 +53,8 @@ import importlib
 import pathlib
 import types
 
-__all__ = ["HDF5_SUFFIXES", "OWN_FORMATS", "format_named", "is_export", "known_formats", "sniff"]
+__all__ = ["HDF5_SUFFIXES", "OWN_FORMATS", "check_declared_memory", "format_named", "is_export",
+           "known_formats", "sniff"]
 
 #: The modules of the foreign formats, in the order their sniffers are tried.
 _MODULES: tuple[str, ...] = ("pdebench", "the_well")
@@ -104,3 +116,33 @@ def is_export(module: types.ModuleType, path: pathlib.Path) -> bool:
     """Whether ``path``, in ``module``'s format, was exported by ssmpde (may be overwritten)."""
     check = getattr(module, "is_export", None)
     return bool(check(path)) if check is not None else False
+
+
+def check_declared_memory(path: pathlib.Path, what: str, nbytes: int) -> None:
+    """Refuse a file whose header declares more than memory holds, before allocating it.
+
+    A reader calls this with what the header declares (``"1000000000 samples"``) and the bytes
+    opening the file would allocate for it (coordinates, sample indices): a tiny damaged or
+    hand-made file can declare sizes no machine holds.
+
+    Raises
+    ------
+    DatasetFileError
+        If ``nbytes`` exceeds :func:`ssmpde.core.memory_limit` (80 % of the memory available,
+        or ``SSMPDE_MAX_MEMORY``); the message names the file and both sizes.
+    """
+    from ssmpde.core import gib, memory_limit
+
+    from .schema import DatasetFileError
+
+    limit = memory_limit()
+    if nbytes <= limit:
+        return
+    try:
+        size = f" (the file holds {path.stat().st_size} bytes)"
+    except OSError:
+        size = ""
+    raise DatasetFileError(f"'{path}' declares {what}: opening it needs {gib(nbytes)} of memory, "
+                           f"more than the {gib(limit)} that may be used (80% of the memory "
+                           f"available, or SSMPDE_MAX_MEMORY){size}. Its header is damaged or "
+                           "wrong: check the file, or open it where that much memory is free")

@@ -482,7 +482,8 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
     IntegrityReport
         Damaged chunks: missing (zarr), undecodable, or holding NaN or infinity. netCDF files
         are read one sample chunk at a time, zarr stores one chunk at a time (their chunks
-        along ``sample``).
+        along ``sample``). A foreign format's file whose chunks were never written (a
+        PDEBench file cut short: its format's ``unwritten_chunks``) lists those, unread.
 
     Raises
     ------
@@ -500,6 +501,14 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
     note = "" if record is None else (f"status: being written, {record.summary()}; "
                                       "checked: its complete samples")
     zarr_store = _is_zarr_store(source)
+    unwritten = None if zarr_store else _unwritten_chunks(source)
+    if unwritten is not None and unwritten[0]:
+        # Such a file does not open (it would read zeros); its other values wait for a copy
+        # that is whole.
+        damaged, chunks, variables = unwritten
+        return IntegrityReport(source, chunks, variables, damaged,
+                               "checked: chunk storage only (the file has chunks that were "
+                               "never written, so its values are not read)")
     missing: dict[str, dict[tuple[int, int] | None, DamagedChunk]] = {}
     with warnings.catch_warnings():
         # A store being written may meet the temporary of a progress update (as describe).
@@ -540,6 +549,17 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
         finally:
             bar.close()
     return IntegrityReport(source, len(plan), len(ds.variables), damaged, note)
+
+
+def _unwritten_chunks(source: pathlib.Path) -> tuple[list[DamagedChunk], int, int] | None:
+    """The never-written chunks of a foreign format's file, if its format can tell."""
+    from . import formats
+
+    if not source.is_file():
+        return None
+    foreign = formats.sniff(source)
+    listing = getattr(foreign, "unwritten_chunks", None)
+    return None if listing is None else listing(source)
 
 
 def _absent(missing: dict[tuple[int, int] | None, DamagedChunk],

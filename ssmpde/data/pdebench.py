@@ -65,12 +65,14 @@ from xarray.core import indexing
 
 from ssmpde import __version__
 
+from .formats import check_declared_memory
+from .integrity import DamagedChunk
 from .schema import (BOUNDARY_CONDITIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y,
-                     boundary_conditions_of, build_dataset, config_of, sample_coordinate,
-                     spatial_coordinate, time_coordinate, vectors_of)
+                     DatasetFileError, boundary_conditions_of, build_dataset, config_of,
+                     sample_coordinate, spatial_coordinate, time_coordinate, vectors_of)
 
 __all__ = ["DESCRIPTION", "METADATA_ATTR", "NAME", "conventional_name", "export", "is_export",
-           "open", "sniff"]
+           "open", "sniff", "unwritten_chunks"]
 
 NAME = "pdebench"
 DESCRIPTION = "PDEBench HDF5: tensor/nu, density/pressure/Vx/Vy, or per-sample groups"
@@ -83,6 +85,13 @@ REFERENCE = ("Takamoto et al., PDEBench: An Extensive Benchmark for Scientific M
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _STACKED_1D, _DARCY, _CFD, _GROUPS = "tensor-1d", "darcy", "cfd", "sample-groups"
+# A `tensor` of a shape no PDEBench layout has: claimed, so that the refusal says the shapes.
+_ODD_TENSOR = "odd-tensor"
+# The name netCDF gives the HDF5 datasets it makes for dimensions without a variable.
+_NETCDF_DIMENSION = b"This is a netCDF dimension but not a netCDF variable"
+# `ssmpde info --check` lists unwritten samples one row of chunks a line up to this many
+# rows, and in runs beyond it (a header that promises 10⁹ samples).
+_LISTED_ROWS = 10_000
 # PDEBench's compressible-flow datasets and the ssmpde names of the same fields.
 _CFD_NAMES = {"density": "density", "pressure": "pressure", "Vx": "velocity_x",
               "Vy": "velocity_y"}
@@ -120,6 +129,7 @@ class _File:
     closing included, holds the HDF5 lock (HDF5 is not thread-safe)."""
 
     def __init__(self, path: pathlib.Path):
+        self.path = path
         self.lock = threading.Lock()
         with HDF5_LOCK:
             _close_dropped()
@@ -217,7 +227,7 @@ def _lazy(file: _File, paths: Sequence[str], dims: Sequence[str], *, stacked: bo
           axes: Sequence[int] | None = None, fixed: Mapping[int, int] | None = None,
           attrs: Mapping | None = None) -> xr.Variable:
     """An :class:`xarray.Variable` backed by the file, nothing read yet."""
-    variable = file.variable(paths[0])
+    variable = _numeric(file, paths[0])
     fixed = dict(fixed or {})
     own = [axis for axis in range(variable.ndim) if axis not in fixed]
     axes = tuple(own if axes is None else axes)
@@ -250,7 +260,7 @@ def _genuine_layout(nc: netCDF4.Dataset) -> str | None:
             return _STACKED_1D
         if ndim == 4 and "nu" in names:
             return _DARCY
-        return None
+        return _ODD_TENSOR
     if {"density", "pressure", "Vx"} <= names:
         return _CFD
     groups = list(nc.groups.values())
@@ -287,6 +297,254 @@ def is_export(path: pathlib.Path) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
+# Checks before anything is read
+# --------------------------------------------------------------------------------------------
+
+def _hdf5_type(path: pathlib.Path, name: str) -> str | None:
+    """The HDF5 type of a dataset as h5py names it (``float16``, ``bool``), if h5py is
+    installed (netCDF has no name for the types it cannot read)."""
+    try:
+        import h5py
+    except ImportError:
+        return None
+    try:
+        with h5py.File(path, "r") as f:
+            dtype = f[name].dtype
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    return "bool" if dtype == np.bool_ else str(dtype)
+
+
+def _numeric(file: _File, name: str) -> netCDF4.Variable:
+    """The file variable ``name``, refused unless it holds numbers netCDF reads as they are.
+
+    netCDF reads an HDF5 boolean as an enumeration of 0 and 1 (which would train as values)
+    and misreads HDF5 half floats as variable-length strings: reading those crashes the
+    process (a segmentation fault in the netCDF library), so they are refused unread.
+    """
+    variable = file.variable(name)
+    datatype = variable.datatype
+    if isinstance(datatype, netCDF4.EnumType):
+        if set(datatype.enum_dict) == {"FALSE", "TRUE"}:
+            raise DatasetFileError(
+                f"'{file.path}': the dataset '{name}' holds booleans, not numbers: read as "
+                "field values they would be 0 and 1. If those are the values meant, store them "
+                f"as float32 (h5py: f['{name}'][...].astype('float32')); PDEBench's datasets "
+                "are float32")
+        what = f"an enumeration ({', '.join(datatype.enum_dict)}), not numbers ssmpde can read"
+    elif isinstance(variable.dtype, np.dtype) and variable.dtype.kind in "iuf" \
+            and not isinstance(datatype, (netCDF4.VLType, netCDF4.CompoundType)):
+        return variable
+    else:
+        stored = _hdf5_type(file.path, name)
+        if stored == "float16":
+            what = ("float16 values (HDF5 half precision), which the netCDF library that reads "
+                    "PDEBench files misreads (reading them crashes it)")
+        elif stored is not None:
+            what = f"values of HDF5 type {stored}, not numbers ssmpde can read"
+        else:
+            what = f"values netCDF reads as {datatype!r}, not numbers ssmpde can read"
+    raise DatasetFileError(
+        f"'{file.path}': the dataset '{name}' holds {what}: store it as float32, PDEBench's "
+        f"type (h5py: f['{name}'][...].astype('float32'))")
+
+
+def _check_declared_sizes(file: _File, path: pathlib.Path) -> None:
+    """Refuse a file whose header declares more samples and coordinates than memory holds.
+
+    The coordinates (and the sample indices) are read whole when the file opens; a header
+    that declares 10⁹ samples (a tiny damaged or hand-made file) would exhaust memory there.
+    """
+    nc = file.nc
+    if METADATA_ATTR in nc.ncattrs():
+        return  # our export: its coordinates are in the metadata, already read
+    arrays = [v for v in nc.variables.values() if v.ndim >= 2]
+    samples = len(nc.groups) if not arrays else max(v.shape[0] for v in arrays)
+    frames = max((v.shape[1] for v in arrays), default=0)
+    one_d = sum(v.size for v in nc.variables.values() if v.ndim <= 1)
+    need = 16 * samples + 8 * (frames + one_d)
+    check_declared_memory(path, f"{samples} samples" if samples > frames
+                          else f"{frames} frames", need)
+
+
+def _unwritten(path: pathlib.Path) -> tuple[list[tuple[DamagedChunk, int, int]], int, int] | None:
+    """The never-written parts of a file's datasets, each with its number of chunks and its
+    chunk length along ``sample`` (0 where it has none); the number of parts checked (a row
+    of chunks along ``sample`` of a stacked dataset, else a whole dataset) and of datasets.
+    None without h5py (netCDF reads an unwritten chunk as it reads a written one).
+
+    HDF5 allocates storage for a chunk (or a contiguous dataset) when it is first written and
+    reads one without storage as the fill value (zeros): a file whose writer stopped early
+    reads as data. The sample of a chunk is known for the stacked datasets at the root (their
+    first axis) and for the per-sample groups.
+    """
+    try:
+        import h5py
+    except ImportError:
+        return None
+    found: list[tuple[DamagedChunk, int, int]] = []
+    total = datasets = 0
+    with h5py.File(path, "r") as f:
+        items: list[tuple[str, Any]] = []
+        f.visititems(lambda name, obj: items.append((name, obj))
+                     if isinstance(obj, h5py.Dataset) else None)
+        for name, dataset in items:
+            if dataset.size == 0 or dataset.is_virtual or dataset.external:
+                continue  # nothing to hold, or held elsewhere
+            label = dataset.attrs.get("NAME") if "NAME" in dataset.attrs else None
+            if isinstance(label, bytes) and label.startswith(_NETCDF_DIMENSION):
+                continue  # netCDF's stand-in for a dimension: never holds data
+            datasets += 1
+            top = name.split("/", 1)[0]
+            group_sample = int(top) if "/" in name and top.isdigit() else None
+            stacked = "/" not in name and dataset.ndim >= 2
+            found.extend(_unwritten_parts(dataset, name, group_sample, stacked))
+            chunks = dataset.chunks
+            total += math.ceil(dataset.shape[0] / chunks[0]) if stacked and chunks else 1
+    return found, total, datasets
+
+
+def _unwritten_parts(dataset, name: str, group_sample: int | None,
+                     stacked: bool) -> list[tuple[DamagedChunk, int, int]]:
+    """The unwritten runs of one dataset: a run of samples each, else the whole dataset."""
+    chunks = dataset.chunks
+    allocated = dataset.id.get_storage_size() > 0
+    samples = None if group_sample is None else (group_sample, group_sample + 1)
+    if chunks is None:
+        return [] if allocated else [(DamagedChunk(name, None, samples, _never(1)), 1, 0)]
+    grid = [math.ceil(n / c) for n, c in zip(dataset.shape, chunks)]
+    expected = math.prod(grid)
+    present = dataset.id.get_num_chunks() if allocated else 0
+    if present >= expected:
+        return []
+    if not stacked:
+        missing = expected - present
+        return [(DamagedChunk(name, None, samples, _never(missing)), missing, 0)]
+    # Count the chunks present per row of chunks along the sample axis (bounded by what the
+    # file holds); the rows not complete are unwritten, reported as runs of samples.
+    per_row = expected // grid[0]
+    rows: dict[int, int] = {}
+
+    def count(info) -> None:
+        row = info.chunk_offset[0] // chunks[0]
+        rows[row] = rows.get(row, 0) + 1
+
+    if present:
+        if hasattr(dataset.id, "chunk_iter"):
+            dataset.id.chunk_iter(count)
+        else:  # pragma: no cover (h5py < 3.8)
+            for index in range(present):
+                count(dataset.id.get_chunk_info(index))
+    complete = sorted(row for row, n in rows.items() if n == per_row)
+    runs, start = [], 0
+    for row in [*complete, grid[0]]:
+        if row > start:
+            runs.append((start, row))
+        start = row + 1
+    parts = []
+    for first, stop in runs:
+        missing = (stop - first) * per_row - sum(n for row, n in rows.items()
+                                                 if first <= row < stop)
+        span = (first * chunks[0], min(stop * chunks[0], dataset.shape[0]))
+        parts.append((DamagedChunk(name, None, span, _never(missing)), missing, chunks[0]))
+    return parts
+
+
+def _never(count: int) -> str:
+    chunks = "1 chunk" if count == 1 else f"{count} chunks"
+    return f"never written ({chunks} without storage: HDF5 reads them as zeros)"
+
+
+def unwritten_chunks(path: pathlib.Path) -> tuple[list[DamagedChunk], int, int] | None:
+    """The never-written chunks of a PDEBench file, for ``ssmpde info --check``.
+
+    Returns
+    -------
+    (list of DamagedChunk, int, int) or None
+        The unwritten parts (problem ``"never written (...)"``: a run of samples of a stacked
+        dataset, one sample group's dataset, or a whole dataset), the number of chunks and of
+        datasets checked; None without h5py, which tells an unwritten chunk from a written
+        one (netCDF reads both alike).
+    """
+    found = _unwritten(path)
+    if found is None:
+        return None
+    parts, total, datasets = found
+    listed: list[DamagedChunk] = []
+    rows = sum(-(-(c.samples[1] - c.samples[0]) // step) for c, _, step in parts if step)
+    for chunk, count, step in parts:
+        if not step or rows > _LISTED_ROWS or count == 1:
+            listed.append(chunk)
+            continue
+        # One line per row of chunks along `sample`, as zarr stores are listed.
+        start, stop = chunk.samples
+        for first in range(start, stop, step):
+            span = (first, min(first + step, stop))
+            listed.append(DamagedChunk(chunk.variable, None, span,
+                                       "never written (no storage: HDF5 reads it as zeros)"))
+    return listed, total, datasets
+
+
+def _refuse_unwritten(path: pathlib.Path) -> None:
+    found = _unwritten(path)
+    if not found or not found[0]:
+        return
+    parts = found[0]
+    first, count, _ = parts[0]
+    where = "" if first.samples is None else f" ({_samples(first.samples)})"
+    more = sum(n for _, n, _ in parts[1:])
+    also = f", and {more} more chunk{'s' if more > 1 else ''} elsewhere" if more else ""
+    raise DatasetFileError(
+        f"'{path}': the dataset '{first.variable}'{where} was never written ({count} "
+        f"chunk{'s' if count > 1 else ''} without storage{also}): HDF5 reads them as zeros, "
+        "which are not data. The file is incomplete (its writer stopped early, or a copy was "
+        f"cut short): regenerate or re-download it; `ssmpde info --check {path}` lists every "
+        "unwritten chunk")
+
+
+def _samples(span: tuple[int, int]) -> str:
+    start, stop = span
+    return f"sample {start}" if stop == start + 1 else f"samples {start}..{stop - 1}"
+
+
+def _check_groups(file: _File, path: pathlib.Path, groups: Sequence[str]) -> None:
+    """Refuse per-sample groups that do not share one shape, type and grid: ssmpde datasets
+    hold every sample on one grid with one number of frames (read against the first group,
+    a ragged file would lose frames or take another sample's grid)."""
+    nc = file.nc
+    first = nc.groups[groups[0]]
+    data = first.variables["data"]
+    grid_names = sorted(first.groups["grid"].variables)
+    grid = {}
+    for axis in grid_names:
+        _numeric(file, f"{groups[0]}/grid/{axis}")
+        grid[axis] = file.read(f"{groups[0]}/grid/{axis}", ())
+    fix = ("ssmpde datasets hold every sample on one grid with one number of frames: split "
+           "the file into files whose groups agree, and read those")
+    for name in groups[1:]:
+        group = nc.groups[name]
+        other = group.variables["data"]
+        if other.shape != data.shape:
+            raise DatasetFileError(
+                f"'{path}': the sample group '{name}' holds data of shape {list(other.shape)} "
+                f"and the group '{groups[0]}' {list(data.shape)} ([frames, x(, y), "
+                f"channels]): {fix}")
+        if other.dtype != data.dtype:
+            raise DatasetFileError(f"'{path}': the sample group '{name}' holds {other.dtype} "
+                                   f"data and the group '{groups[0]}' {data.dtype}: {fix}")
+        names = sorted(group.groups["grid"].variables)
+        if names != grid_names:
+            raise DatasetFileError(f"'{path}': the sample group '{name}' has grid {names} and "
+                                   f"the group '{groups[0]}' {grid_names}: {fix}")
+        for axis in grid_names:
+            _numeric(file, f"{name}/grid/{axis}")
+            values = file.read(f"{name}/grid/{axis}", ())
+            if values.shape != grid[axis].shape or not np.array_equal(values, grid[axis]):
+                raise DatasetFileError(f"'{path}': the sample group '{name}' has another grid/"
+                                       f"{axis} than the group '{groups[0]}': {fix}")
+
+
+# --------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------
 
@@ -311,12 +569,15 @@ def open(path: pathlib.Path, chunks: Any) -> xr.Dataset:  # noqa: A001 (the regi
     ------
     DatasetFileError
         If the file is neither an ssmpde export nor a PDEBench layout ssmpde can hold (3D
-        data, ...); the message says which.
+        data, a ``tensor`` of another shape, booleans, half floats, per-sample groups of
+        different shapes or grids, ...), declares more samples than memory holds, or has
+        chunks that were never written (checked with h5py, where installed); the message
+        says which.
     """
-    from .schema import DatasetFileError
-
     file = _File(path)
     try:
+        _check_declared_sizes(file, path)
+        _refuse_unwritten(path)
         attrs = file.nc.ncattrs()
         if METADATA_ATTR in attrs:
             ds = _open_export(file, json.loads(file.nc.getncattr(METADATA_ATTR)))
@@ -428,6 +689,7 @@ def _times(file: _File, path: str | None, count: int) -> np.ndarray:
     """The frame times: the first ``count`` entries of a PDEBench time coordinate."""
     if path is None:
         return np.arange(count, dtype=np.float64)
+    _numeric(file, path)
     values = np.asarray(file.read(path, ()), dtype=np.float64).reshape(-1)
     if values.size < count:
         raise ValueError(f"'{path}' has {values.size} entries for {count} frames")
@@ -435,6 +697,7 @@ def _times(file: _File, path: str | None, count: int) -> np.ndarray:
 
 
 def _spatial(file: _File, path: str, dim: str, placement: str) -> xr.DataArray:
+    _numeric(file, path)
     values = np.asarray(file.read(path, ()), dtype=np.float64).reshape(-1)
     where = "cell centres" if placement == "cell_centres" else "grid points"
     return spatial_coordinate(dim, values, placement=placement,
@@ -442,8 +705,6 @@ def _spatial(file: _File, path: str, dim: str, placement: str) -> xr.DataArray:
 
 
 def _open_genuine(file: _File, path: pathlib.Path) -> xr.Dataset:
-    from .schema import DatasetFileError
-
     nc = file.nc
     layout = _genuine_layout(nc)
     if layout is None:
@@ -451,6 +712,13 @@ def _open_genuine(file: _File, path: pathlib.Path) -> xr.Dataset:
                                "reads (1D tensor, Darcy tensor + nu, 1D/2D density/pressure/"
                                "Vx/Vy, or per-sample groups of data + grid): 3D data and other "
                                "layouts cannot become ssmpde datasets")
+    if layout == _ODD_TENSOR:
+        shape = list(nc.variables["tensor"].shape)
+        darcy = " and has no 'nu' beside it" if len(shape) == 4 else ""
+        raise DatasetFileError(f"'{path}': its 'tensor' has shape {shape} (rank {len(shape)})"
+                               f"{darcy}: PDEBench 1D files hold tensor [N, nt, nx], Darcy "
+                               "files tensor [N, 1, nx, ny] beside nu [N, nx, ny]; ssmpde "
+                               "reads those. Check that the file is a complete PDEBench file")
     equation, parameters = parse_name(path.name)
     attributes = _file_attrs(nc)
     for key, value in attributes.items():  # the file's attributes win over its name
@@ -459,12 +727,13 @@ def _open_genuine(file: _File, path: pathlib.Path) -> xr.Dataset:
     coords: dict[str, Any] = {}
     data_vars: dict[str, xr.Variable] = {}
     boundary: str | None = None
+    untimed = False  # no t-coordinate: frame indices stand for the times
     if layout == _STACKED_1D:
         tensor = nc.variables["tensor"]
         n, nt, _ = tensor.shape
         coords[X] = _spatial(file, "x-coordinate", X, "cell_centres")
-        coords[TIME] = time_coordinate(_times(file, "t-coordinate" if "t-coordinate"
-                                              in nc.variables else None, nt))
+        untimed = "t-coordinate" not in nc.variables
+        coords[TIME] = time_coordinate(_times(file, None if untimed else "t-coordinate", nt))
         data_vars["u"] = _lazy(file, ["tensor"], (SAMPLE, TIME, X), attrs={
             "long_name": "solution (PDEBench tensor)", "units": "1", ROLE: "state"})
         if any(word in equation for word in _PERIODIC_1D):
@@ -490,8 +759,8 @@ def _open_genuine(file: _File, path: pathlib.Path) -> xr.Dataset:
         coords[X] = _spatial(file, "x-coordinate", X, "cell_centres")
         if ndim == 2:
             coords[Y] = _spatial(file, "y-coordinate", Y, "cell_centres")
-        coords[TIME] = time_coordinate(_times(file, "t-coordinate" if "t-coordinate"
-                                              in nc.variables else None, nt))
+        untimed = "t-coordinate" not in nc.variables
+        coords[TIME] = time_coordinate(_times(file, None if untimed else "t-coordinate", nt))
         axes = (0, 1, 3, 2) if ndim == 2 else (0, 1, 2)
         for pdebench_name, name in _CFD_NAMES.items():
             if pdebench_name not in nc.variables:
@@ -511,14 +780,16 @@ def _open_genuine(file: _File, path: pathlib.Path) -> xr.Dataset:
         if ndim not in SPATIAL_DIMS:
             raise DatasetFileError(f"'{path}' holds {ndim}D data per sample: ssmpde datasets "
                                    "are 1D or 2D")
+        _check_groups(file, path, groups)
         n, nt, channels = len(groups), data.shape[0], data.shape[-1]
         spatial = SPATIAL_DIMS[ndim]
         grid = first.groups["grid"]
         coords[X] = _spatial(file, f"{groups[0]}/grid/x", X, "nodes")
         if ndim == 2:
             coords[Y] = _spatial(file, f"{groups[0]}/grid/y", Y, "nodes")
-        coords[TIME] = time_coordinate(_times(file, f"{groups[0]}/grid/t" if "t" in
-                                              grid.variables else None, nt))
+        untimed = "t" not in grid.variables
+        coords[TIME] = time_coordinate(_times(file, None if untimed else f"{groups[0]}/grid/t",
+                                              nt))
         axes = (0, 2, 1) if ndim == 2 else (0, 1)
         for channel in range(channels):
             name = "u" if channels == 1 else f"u_{channel}"
@@ -532,17 +803,24 @@ def _open_genuine(file: _File, path: pathlib.Path) -> xr.Dataset:
         if len(set(indices)) != len(indices):
             indices = list(range(len(indices)))
     else:
-        indices = list(range(n))
+        indices = np.arange(n)
     coords[SAMPLE] = sample_coordinate(np.asarray(indices, dtype=np.int64))
     config = {"pdebench": {"file": path.name, "layout": layout, "parameters": parameters,
                            "attributes": attributes}}
-    return build_dataset(
+    ds = build_dataset(
         {name: xr.DataArray(var) for name, var in data_vars.items()}, coords=coords,
         equation=equation, config=config,
         title=f"PDEBench {path.name}", references=REFERENCE,
         solver=f"PDEBench data read from {path.name}",
         history=f"read from the PDEBench file {path.name} by ssmpde {__version__}",
         boundary_conditions=boundary)
+    if untimed:
+        # Said where `ssmpde info` shows it: the time step is an assumption, not the file's.
+        ds.attrs["comment"] = (f"{path.name} has no time coordinate (t-coordinate or grid/t): "
+                               "time is the frame index 0, 1, 2, ... (a time step of 1 is "
+                               "assumed, not read from the file)")
+        ds[TIME].attrs["comment"] = "frame index: the file records no times"
+    return ds
 
 
 # --------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib.util
 import json
 import math
 import numbers
@@ -72,6 +73,7 @@ from xarray.core import indexing
 from ssmpde import __version__
 from ssmpde.core import decode_json
 
+from .formats import check_declared_memory
 from .outputs import atomic_path
 from .schema import (BOUNDARY_CONDITIONS, CONVENTIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME,
                      VECTOR, VECTOR_COMPONENT, X, Y, DatasetFileError, boundary_conditions_of,
@@ -94,7 +96,8 @@ __all__ = [
 
 NAME = "the-well"
 DESCRIPTION = ("The Well: a directory with data/train|valid|test/*.hdf5 and stats.yaml, or one "
-               ".hdf5 file (needs h5py: pip install 'ssmpde[interop]')")
+               ".hdf5 file" + ("" if importlib.util.find_spec("h5py") is not None
+                               else " (needs h5py: pip install 'ssmpde[interop]')"))
 #: The split directories under ``data/``, in the order :func:`export` fills them.
 SPLITS = ("train", "valid", "test")
 #: Default shares of the samples per split: :func:`split_sizes` says how they are rounded.
@@ -234,6 +237,25 @@ class _Plan:
     boundaries: dict[str, dict]          # Well group name -> attrs and mask sides
     metadata: dict
     notes: list[str]
+    cast: np.dtype | None = None         # the dtype floating data variables are written in
+
+    def stored(self, dtype: np.dtype) -> np.dtype:
+        """The dtype a data variable of ``dtype`` is written in."""
+        return self.cast if self.cast is not None and dtype.kind == "f" else np.dtype(dtype)
+
+
+def _float_dtype(dtype: Any) -> np.dtype | None:
+    """``dtype`` of :func:`export`: None (keep) or float32 / float64."""
+    if dtype is None:
+        return None
+    try:
+        value = np.dtype(dtype)
+    except TypeError:
+        value = None
+    if value not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be 'float32' or 'float64' (or None: keep the dataset's), "
+                         f"got {dtype!r}")
+    return value
 
 
 def _json_value(value: Any) -> Any:
@@ -275,7 +297,7 @@ def _check_name(name: str, what: str) -> None:
                          "it (ds.rename(...)) before exporting to The Well")
 
 
-def _plan(ds: xr.Dataset, ndim: int) -> _Plan:
+def _plan(ds: xr.Dataset, ndim: int, cast: np.dtype | None = None) -> _Plan:
     well_dims = _WELL_DIMS[ndim]
     spatial = set(well_dims)
     notes: list[str] = []
@@ -356,8 +378,18 @@ def _plan(ds: xr.Dataset, ndim: int) -> _Plan:
     notes.append("units, long names, roles, grid placement and the dataset's attributes have no "
                  f"place in The Well's schema: they are kept in the extra '{METADATA}' dataset, "
                  "which ssmpde reads back and The Well's loaders ignore")
-    metadata = _metadata(ds, fields, scalars)
-    return _Plan(fields, scalars, constants, boundaries, metadata, notes)
+    plan = _Plan(fields, scalars, constants, boundaries, {}, notes, cast)
+    plan.metadata = _metadata(ds, fields, scalars, plan)
+    floating = sorted({str(var.dtype) for var in ds.data_vars.values() if var.dtype.kind == "f"})
+    if floating:
+        written = sorted({str(plan.stored(var.dtype)) for var in ds.data_vars.values()
+                          if var.dtype.kind == "f"})
+        how = "cast from " + ", ".join(floating) if written != floating else "the dataset's dtype"
+        advice = ("" if written == ["float32"] else ": The Well's own files and models are "
+                  "float32 (its models refuse float64 input); convert with --dtype float32 "
+                  "(dtype='float32') for them")
+        notes.append(f"values written as {', '.join(written)} ({how}){advice}")
+    return plan
 
 
 def _boundary_plan(ds: xr.Dataset, fields: list[_Field], notes: list[str]) -> dict[str, dict]:
@@ -408,7 +440,8 @@ def _boundary_plan(ds: xr.Dataset, fields: list[_Field], notes: list[str]) -> di
     return groups
 
 
-def _metadata(ds: xr.Dataset, fields: list[_Field], scalars: list[_Scalar]) -> dict:
+def _metadata(ds: xr.Dataset, fields: list[_Field], scalars: list[_Scalar],
+              plan: _Plan) -> dict:
     stored: dict[str, dict] = {}
     for field in fields:
         for component, name in enumerate(field.variables):
@@ -421,7 +454,7 @@ def _metadata(ds: xr.Dataset, fields: list[_Field], scalars: list[_Scalar]) -> d
         entry["scalars"].append(scalar.name)
     variables = {}
     for name, var in ds.data_vars.items():
-        variables[name] = {"dims": list(var.dims), "dtype": var.dtype.str,
+        variables[name] = {"dims": list(var.dims), "dtype": plan.stored(var.dtype).str,
                            "attrs": _attrs_json(var.attrs), **stored[name]}
     coords = {}
     for name, coord in ds.coords.items():
@@ -450,21 +483,24 @@ class _Moments:
         count = math.prod(block.shape[:block.ndim - self.order])
         if count == 0:
             return
-        mean = block.mean(axis=axes)
-        m2 = ((block - mean) ** 2).sum(axis=axes)
-        if self.count == 0:
-            self.count, self.mean, self.m2 = count, mean, m2
-            return
-        total = self.count + count
-        delta = mean - self.mean
-        self.mean = self.mean + delta * (count / total)
-        self.m2 = self.m2 + m2 + delta ** 2 * (self.count * count / total)
+        # Non-finite values (inf - inf) make NaN statistics, written as .nan: no warning.
+        with np.errstate(invalid="ignore", over="ignore"):
+            mean = block.mean(axis=axes)
+            m2 = ((block - mean) ** 2).sum(axis=axes)
+            if self.count == 0:
+                self.count, self.mean, self.m2 = count, mean, m2
+                return
+            total = self.count + count
+            delta = mean - self.mean
+            self.mean = self.mean + delta * (count / total)
+            self.m2 = self.m2 + m2 + delta ** 2 * (self.count * count / total)
         self.count = total
 
     def values(self) -> dict[str, Any]:
-        variance = self.m2 / self.count
-        return {"mean": self.mean, "std": np.sqrt(variance),
-                "rms": np.sqrt(variance + self.mean ** 2)}
+        with np.errstate(invalid="ignore", over="ignore"):
+            variance = self.m2 / self.count
+            return {"mean": self.mean, "std": np.sqrt(variance),
+                    "rms": np.sqrt(variance + self.mean ** 2)}
 
 
 class _Statistics:
@@ -479,7 +515,9 @@ class _Statistics:
         time first if time-varying."""
         self.values[field.name].add(block)
         if field.time_varying:
-            self.deltas[field.name].add(np.diff(np.asarray(block, dtype=np.float64), axis=0))
+            with np.errstate(invalid="ignore", over="ignore"):
+                increments = np.diff(np.asarray(block, dtype=np.float64), axis=0)
+            self.deltas[field.name].add(increments)
 
     def yaml(self) -> str:
         sections: dict[str, dict[str, Any]] = {}
@@ -587,6 +625,7 @@ def _write_file(h5py, path: pathlib.Path, ds: xr.Dataset, plan: _Plan, positions
             values = values[(slice(None),) * len(lead) + scalar.element]
             if scalar.sample_varying:
                 values = values[positions]
+            values = values.astype(plan.stored(var.dtype), copy=False)
             data = scalars.create_dataset(scalar.name, data=values)
             data.attrs["sample_varying"] = np.bool_(scalar.sample_varying)
             data.attrs["time_varying"] = np.bool_(scalar.time_varying)
@@ -596,26 +635,27 @@ def _write_file(h5py, path: pathlib.Path, ds: xr.Dataset, plan: _Plan, positions
             members = [field for field in plan.fields if field.order == order]
             group.attrs["field_names"] = _strings(h5py, [field.name for field in members])
             for field in members:
-                _write_field(group, ds, field, positions, well_dims, statistics)
+                _write_field(group, ds, field, positions, well_dims, statistics,
+                             plan.stored(ds[field.variables[0]].dtype))
 
 
 def _write_field(group, ds: xr.Dataset, field: _Field, positions: np.ndarray,
-                 well_dims: tuple[str, ...], statistics: _Statistics | None) -> None:
+                 well_dims: tuple[str, ...], statistics: _Statistics | None,
+                 dtype: np.dtype) -> None:
     inner = tuple(ds.sizes[d] for d in field.file_dims() if d != SAMPLE)
     inner += (len(field.variables),) if field.order else ()
-    dtype = ds[field.variables[0]].dtype
     options = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
     if field.sample_varying:
         shape = (len(positions),) + inner
         layout = {"chunks": (1,) + inner, **options} if all(shape) else {}
         data = group.create_dataset(field.name, shape=shape, dtype=dtype, **layout)
         for row, position in enumerate(positions):
-            block = _field_block(ds, field, int(position))
+            block = _field_block(ds, field, int(position)).astype(dtype, copy=False)
             data[row] = block
             if statistics is not None:
                 statistics.add(field, block)
     else:
-        block = _field_block(ds, field, None)
+        block = _field_block(ds, field, None).astype(dtype, copy=False)
         data = group.create_dataset(field.name, data=block)
         if statistics is not None:
             statistics.add(field, block)
@@ -645,7 +685,7 @@ def is_export(path: str | os.PathLike) -> bool:
 
 
 def export(ds: xr.Dataset, path: str | os.PathLike, *,
-           splits: Sequence[float] = SPLIT_FRACTIONS) -> list[str]:
+           splits: Sequence[float] = SPLIT_FRACTIONS, dtype: Any = None) -> list[str]:
     """Write ``ds`` in The Well's format, for The Well's ``WellDataset`` and ``WellDataModule``.
 
     Parameters
@@ -662,6 +702,11 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
         Shares of the samples for ``train``, ``valid`` and ``test`` (see :func:`split_sizes`:
         contiguous blocks in sample order). The default ``(0.8, 0.1, 0.1)`` gives every split
         at least one sample once there are three, which ``WellDataModule`` needs.
+    dtype : {None, "float32", "float64"}
+        The dtype of the floating data variables (fields and scalars) in the files; None keeps
+        the dataset's (float64 from the solvers). The Well's own files are float32, and its
+        models (``the_well.benchmark.models``, float32 weights) refuse float64 input:
+        ``"float32"`` for them. Coordinates keep their dtype.
 
     Returns
     -------
@@ -681,9 +726,10 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
 
     Notes
     -----
-    Each split is one file ``data/<split>/<name>.hdf5`` (``<name>``: :func:`dataset_name`,
-    also the files' ``dataset_name`` attribute), the fields chunked one sample per
-    chunk and compressed (gzip level 4, shuffle). ``stats.yaml`` holds ``mean``, ``std``,
+    The notes say the dtype the values were written in. Each split is one file
+    ``data/<split>/<name>.hdf5`` (``<name>``: :func:`dataset_name`, also the files'
+    ``dataset_name`` attribute), the fields chunked one sample per chunk and compressed
+    (gzip level 4, shuffle). ``stats.yaml`` holds ``mean``, ``std``,
     ``rms`` of every field over the training split (per component for vectors; population
     standard deviation) and ``mean_delta``, ``std_delta``, ``rms_delta`` of its increments
     between consecutive times, the keys The Well's ``ZScoreNormalization`` and
@@ -697,6 +743,7 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
+    cast = _float_dtype(dtype)
     validate(ds)
     if TIME not in ds.dims:
         equation = ds.attrs.get("ssmpde_equation", "this")
@@ -718,7 +765,7 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
                               "earlier export)")
     single = target.suffix.lower() in HDF5_SUFFIXES
     name = dataset_name(ds)
-    plan = _plan(ds, ndim)
+    plan = _plan(ds, ndim, cast)
     h5py = _h5py()
     notes = list(plan.notes)
     with atomic_path(target) as tmp:
@@ -819,9 +866,9 @@ def _read_file(h5py, path: pathlib.Path) -> _WellFile:
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
-        raise DatasetFileError(f"cannot read '{path}' as HDF5: it is truncated or corrupt "
-                               f"(underlying error: {error}); re-download or regenerate it") \
-            from error
+        raise DatasetFileError(f"cannot read the Well file '{path}': it is truncated or "
+                               f"corrupt HDF5 (underlying error: {error}); re-download or "
+                               "regenerate it") from error
     with handle as f:
         missing = [g for g in ("dimensions", *_GROUPS, "scalars", "boundary_conditions")
                    if g not in f]
@@ -833,7 +880,7 @@ def _read_file(h5py, path: pathlib.Path) -> _WellFile:
                                    "dataset_name, n_spatial_dims, n_trajectories and the groups "
                                    "dimensions, t0_fields, t1_fields, t2_fields, scalars, "
                                    "boundary_conditions)")
-        n = int(np.asarray(f.attrs["n_trajectories"]).reshape(()))
+        n = _trajectories(f.attrs["n_trajectories"], path)
         dimensions = f["dimensions"]
         spatial_dims = tuple(_texts(dimensions.attrs.get("spatial_dims", [])))
         if len(spatial_dims) not in SPATIAL_DIMS:
@@ -843,18 +890,21 @@ def _read_file(h5py, path: pathlib.Path) -> _WellFile:
             if dim not in dimensions:
                 raise DatasetFileError(f"'{path}' names the dimension '{dim}' but its "
                                        "'dimensions' group has no such dataset")
+        _check_sizes(h5py, f, path, n, spatial_dims)
         time = dimensions["time"][()]
         if time.ndim == 2:
             if not np.all(time == time[:1]):
                 raise DatasetFileError(f"'{path}' has a different time axis per trajectory: "
                                        "ssmpde datasets share one time axis")
             time = time[0]
+        _check_axis(time, f"'{path}': dimensions/time")
         coords = {}
         for dim in spatial_dims:
             values = dimensions[dim][()]
             if values.ndim != 1:
                 raise DatasetFileError(f"'{path}': the coordinate '{dim}' varies per sample or "
                                        "in time; ssmpde reads fixed grids only")
+            _check_axis(values, f"'{path}': dimensions/{dim}")
             coords[dim] = values
         fields = {}
         for order, group_name in enumerate(_GROUPS):
@@ -908,6 +958,60 @@ def _read_file(h5py, path: pathlib.Path) -> _WellFile:
                          fields, scalars, parameters, boundaries, metadata, samples)
 
 
+def _trajectories(value: Any, path: pathlib.Path) -> int:
+    """The ``n_trajectories`` attribute as a count, or an error naming the file."""
+    raw = np.asarray(value)
+    number = raw.reshape(()).item() if raw.size == 1 else None
+    if isinstance(number, (bool, np.bool_)) or not isinstance(number, numbers.Real) \
+            or not math.isfinite(number) or number < 0 or number != int(number):
+        shown = _text(value) if raw.dtype.kind in "SUO" else repr(raw.tolist())
+        raise DatasetFileError(f"'{path}': its n_trajectories attribute is {shown}, not a "
+                               "number of trajectories (a whole number, 0 or more): the file "
+                               "is damaged or was not written by The Well's tools; regenerate "
+                               "or re-download it")
+    return int(number)
+
+
+def _check_sizes(h5py, f, path: pathlib.Path, n: int, spatial_dims: Sequence[str]) -> None:
+    """Before anything is read: every sample-varying array holds ``n`` trajectories, and what
+    opening reads whole (coordinates, scalars, masks, sample indices) fits in memory."""
+    whole = [f["dimensions"][dim] for dim in (*spatial_dims, "time")]
+    for group_name in (*_GROUPS, "scalars"):
+        group = f[group_name]
+        for name in _texts(group.attrs.get("field_names", [])):
+            data = group.get(name)
+            if not isinstance(data, h5py.Dataset):
+                continue  # said by the reader, in its own words
+            if group_name == "scalars":
+                whole.append(data)
+            flag = np.asarray(data.attrs.get("sample_varying", False)).reshape(-1)
+            if flag.size and bool(flag[0]) and data.ndim and data.shape[0] != n:
+                raise DatasetFileError(
+                    f"'{path}': n_trajectories is {n}, but {group_name}/{name} holds "
+                    f"{data.shape[0]} trajectories: the file is damaged; regenerate or "
+                    "re-download it")
+    for group in f["boundary_conditions"].values():
+        if isinstance(group, h5py.Group) and isinstance(group.get("mask"), h5py.Dataset):
+            whole.append(group["mask"])
+    need = 16 * n + 8 * sum(int(data.size) for data in whole)
+    check_declared_memory(path, f"{n} trajectories and {len(whole)} coordinates, scalars and "
+                          "masks read whole", need)
+
+
+def _check_axis(values: np.ndarray, where: str) -> None:
+    """A coordinate of a Well file: finite and strictly increasing, or an error naming it."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iuf":
+        raise DatasetFileError(f"{where} holds {values.dtype} values, not numbers: the file is "
+                               "damaged or not The Well's; regenerate or re-download it")
+    if values.size and not np.isfinite(values).all():
+        raise DatasetFileError(f"{where} has values that are not finite (NaN or infinity): the "
+                               "file is damaged; regenerate or re-download it")
+    if values.ndim == 1 and values.size > 1 and not (np.diff(values) > 0).all():
+        raise DatasetFileError(f"{where} is not strictly increasing: ssmpde reads coordinates "
+                               "that grow along their axis; check the file")
+
+
 def _files(root: pathlib.Path) -> list[pathlib.Path]:
     """The HDF5 files of a Well file, split directory or dataset directory, in reading order."""
     if not (root.exists() or root.is_symlink()):
@@ -954,7 +1058,9 @@ def sniff(path: str | os.PathLike) -> bool:
         with h5py.File(first, "r") as f:
             return "n_trajectories" in f.attrs and "dimensions" in f and "t0_fields" in f
     except OSError:
-        return False
+        # An HDF5 signature that HDF5 cannot open: in a Well directory layout, a damaged
+        # file of The Well (open names it), not a directory of no known format.
+        return path.is_dir()
 
 
 _INTEGERS = (int, np.integer)

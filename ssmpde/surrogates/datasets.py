@@ -393,20 +393,24 @@ class Normalizer:
         """
         total = sq = None
         count = 0
-        for a in arrays:
-            a = np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1)
+        # NaN, infinity or overflow in the sums make the statistics non-finite, refused below
+        # in one line (numpy's RuntimeWarnings would print before it).
+        with np.errstate(invalid="ignore", over="ignore"):
+            for a in arrays:
+                a = np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1)
+                if total is None:
+                    total, sq = np.zeros(a.shape[0]), np.zeros(a.shape[0])
+                total += a.sum(axis=1)
+                sq += np.square(a).sum(axis=1)
+                count += a.shape[1]
             if total is None:
-                total, sq = np.zeros(a.shape[0]), np.zeros(a.shape[0])
-            total += a.sum(axis=1)
-            sq += np.square(a).sum(axis=1)
-            count += a.shape[1]
-        if total is None:
-            raise ValueError("cannot fit a normaliser on no data")
-        mean = total / count
-        var = np.maximum(sq / count - mean ** 2, 0.0)
-        std = np.sqrt(var)
+                raise ValueError("cannot fit a normaliser on no data")
+            mean = total / count
+            var = np.maximum(sq / count - mean ** 2, 0.0)
+            std = np.sqrt(var)
         if not (np.isfinite(mean).all() and np.isfinite(std).all()):
-            raise ValueError("the training data contain NaN or inf; regenerate or clean it")
+            raise ValueError("the training data contain NaN or inf, or values too large for "
+                             "float64 statistics (above ~1e154); regenerate or clean it")
         constant = std <= 1e-12 * np.maximum(1.0, np.abs(mean))
         if names is not None and constant.any():
             which = [f"{names[c]} (= {mean[c]:.6g})" for c in np.flatnonzero(constant)]

@@ -414,3 +414,187 @@ def test_a_dropped_dataset_never_closes_its_file_beside_another_threads_read(sou
         assert nc.isopen()  # not closed without the lock
     load_dataset(target)  # the next reader holds the lock and closes it
     assert not nc.isopen()
+
+
+# --------------------------------------------------------------------------------------------
+# Files that must not read as data: an outside probe's findings, one test each
+# --------------------------------------------------------------------------------------------
+
+def _needs_h5py():
+    if h5py is None:
+        pytest.skip("writing these HDF5 files (and seeing unwritten chunks) needs h5py")
+
+
+def _coordinates(f, nx: int = 64, nt: int = 11) -> None:
+    f["x-coordinate"] = ((np.arange(nx) + 0.5) / nx).astype(np.float32)
+    f["t-coordinate"] = (np.arange(nt + 1) * 0.1).astype(np.float32)
+
+
+def _cut_short(path):
+    """The probe's file: samples 0 and 1 of 4 written, chunks of one sample."""
+    with h5py.File(path, "w") as f:
+        tensor = f.create_dataset("tensor", shape=(4, 11, 64), dtype=np.float32,
+                                  chunks=(1, 11, 64))
+        tensor[0:2] = np.random.default_rng(0).standard_normal((2, 11, 64))
+        _coordinates(f)
+    return path
+
+
+def _run_cli(argv, cwd, *, env=None, timeout=240, limit_bytes=None):
+    """``ssmpde ARGV`` in a fresh interpreter (it may crash, hang or exhaust memory there)."""
+    import os
+    import subprocess
+    import sys
+
+    import ssmpde
+
+    root = os.path.dirname(os.path.dirname(ssmpde.__file__))
+    preamble = ""
+    if limit_bytes is not None:
+        preamble = ("import resource; resource.setrlimit(resource.RLIMIT_AS, "
+                    f"({limit_bytes}, {limit_bytes}))\n")
+    code = preamble + f"import sys\nfrom ssmpde.cli import main\nsys.exit(main({list(argv)!r}))"
+    environment = {**os.environ, "PYTHONPATH": root, **(env or {})}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _one_error_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("ssmpde: error:"), result.stderr[-2000:]
+    return lines[0]
+
+
+def test_unwritten_chunks_are_refused_and_listed(tmp_path):
+    # HDF5 reads a chunk that was never written as zeros: a file cut short read as data.
+    _needs_h5py()
+    from ssmpde.data import DatasetFileError, check_file
+
+    path = _cut_short(tmp_path / "cut.hdf5")
+    with pytest.raises(DatasetFileError, match=r"'tensor' \(samples 2\.\.3\) was never written "
+                                               r"\(2 chunks.*cut\.hdf5"):
+        open_dataset(path)
+    report = check_file(path, progress=False)
+    assert [chunk.where() for chunk in report.damaged] == ["tensor (sample 2)",
+                                                           "tensor (sample 3)"]
+    assert all("never written" in chunk.problem for chunk in report.damaged)
+    assert "2 of" in report.summary()
+    # a contiguous dataset never written has no storage at all
+    contiguous = tmp_path / "contiguous.hdf5"
+    with h5py.File(contiguous, "w") as f:
+        f["tensor"] = np.ones((2, 11, 64), dtype=np.float32)
+        f.create_dataset("x-coordinate", shape=(64,), dtype=np.float32)
+        f["t-coordinate"] = (np.arange(12) * 0.1).astype(np.float32)
+    with pytest.raises(DatasetFileError, match="'x-coordinate' was never written"):
+        open_dataset(contiguous)
+    assert [c.where() for c in check_file(contiguous, progress=False).damaged] == [
+        "x-coordinate"]
+
+
+def test_sample_groups_of_different_shapes_or_grids_are_refused(tmp_path):
+    # Read against the first group, ragged groups lost frames and took another group's grid.
+    _needs_h5py()
+    from ssmpde.data import DatasetFileError
+
+    def groups(path, frames, scales):
+        with h5py.File(path, "w") as f:
+            for index, (nt, scale) in enumerate(zip(frames, scales)):
+                group = f.create_group(f"{index:04d}")
+                group["data"] = np.ones((nt, 8, 8, 1), dtype=np.float32)
+                group["grid/x"] = np.linspace(0, scale, 8, dtype=np.float32)
+                group["grid/y"] = np.linspace(0, 1, 8, dtype=np.float32)
+                group["grid/t"] = np.linspace(0, 1, nt, dtype=np.float32)
+        return path
+
+    for frames in ((5, 3), (3, 5)):
+        path = groups(tmp_path / f"ragged{frames[0]}.h5", frames, (1, 1))
+        with pytest.raises(DatasetFileError, match=r"sample group '0001' holds data of shape "
+                                                   r".*one number of frames"):
+            open_dataset(path)
+    for scales in ((1, 2), (2, 1)):
+        path = groups(tmp_path / f"grids{scales[0]}.h5", (4, 4), scales)
+        with pytest.raises(DatasetFileError, match=r"'0001' has another grid/x than the group "
+                                                   r"'0000'.*one grid"):
+            open_dataset(path)
+
+
+def test_a_header_declaring_more_than_memory_is_refused_before_allocating(tmp_path):
+    # 2,352 bytes declaring 10⁹ samples used > 6 GiB in `ssmpde info`. Under an address-space
+    # limit and a memory budget of 1 GiB, the refusal names the file before any allocation.
+    _needs_h5py()
+    with h5py.File(tmp_path / "huge.hdf5", "w") as f:
+        f.create_dataset("tensor", shape=(10 ** 9, 11, 64), dtype=np.float32,
+                         chunks=(1, 11, 64))
+        _coordinates(f)
+    assert (tmp_path / "huge.hdf5").stat().st_size < 10_000
+    result = _run_cli(["info", "huge.hdf5"], tmp_path, env={"SSMPDE_MAX_MEMORY": "1G"},
+                      limit_bytes=6 * 2 ** 30)
+    line = _one_error_line(result)
+    assert "'huge.hdf5' declares 1000000000 samples" in line and "14.9 GiB" in line
+
+
+def test_half_floats_are_refused_not_a_crash(tmp_path):
+    # netCDF reads HDF5 half floats as strings and crashed (rc 139) reading them; convert
+    # left its lock and temporary file behind.
+    _needs_h5py()
+    with h5py.File(tmp_path / "half.hdf5", "w") as f:
+        f["tensor"] = np.ones((2, 5, 16), dtype=np.float16)
+        _coordinates(f, nx=16, nt=5)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv in (["info", "half.hdf5"], ["info", "--check", "half.hdf5"],
+                 ["convert", "half.hdf5", "half.nc"],
+                 ["train", "geomano", "--data", "half.hdf5", "--out", "run", "--no-progress"]):
+        line = _one_error_line(_run_cli(argv, tmp_path))
+        assert "'half.hdf5': the dataset 'tensor' holds float16" in line, (argv, line)
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, argv  # no lock, no temp
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+    import subprocess
+
+    os.mkfifo(tmp_path / "pipe.hdf5")
+    try:
+        result = _run_cli(["info", "pipe.hdf5"], tmp_path, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("`ssmpde info` on a FIFO waited for a writer (killed after 120 s)")
+    assert "'pipe.hdf5' is not a regular file" in _one_error_line(result)
+
+
+def test_a_tensor_of_another_rank_is_answered_with_the_shapes(tmp_path):
+    from ssmpde.data import DatasetFileError
+
+    path = tmp_path / "rank2.hdf5"
+    _write_genuine(path, {"tensor": np.ones((5, 16), np.float32),
+                          "x-coordinate": np.arange(16, dtype=np.float32)})
+    assert pdebench.sniff(path)
+    with pytest.raises(DatasetFileError, match=r"'tensor' has shape \[5, 16\] \(rank 2\): "
+                                               r"PDEBench 1D files hold tensor \[N, nt, nx\]"):
+        open_dataset(path)
+    path = tmp_path / "rank4.hdf5"
+    _write_genuine(path, {"tensor": np.ones((2, 1, 4, 4), np.float32),
+                          "x-coordinate": np.arange(4, dtype=np.float32)})
+    with pytest.raises(DatasetFileError, match=r"rank 4\) and has no 'nu' beside it"):
+        open_dataset(path)
+
+
+def test_missing_times_are_said_and_booleans_are_refused(tmp_path, capsys):
+    from ssmpde.data import DatasetFileError
+
+    path = tmp_path / "untimed.hdf5"
+    _write_genuine(path, {"tensor": np.ones((2, 5, 16), np.float32),
+                          "x-coordinate": np.arange(16, dtype=np.float32)})
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("comment: untimed.hdf5 has no time coordinate (t-coordinate or grid/t): time is "
+            "the frame index 0, 1, 2, ... (a time step of 1 is assumed") in out
+    with open_dataset(path) as ds:
+        assert "no times" in ds["time"].attrs["comment"]
+    _needs_h5py()
+    path = tmp_path / "bool.hdf5"
+    with h5py.File(path, "w") as f:
+        f["tensor"] = np.arange(2 * 5 * 16).reshape(2, 5, 16) % 3 == 0
+        _coordinates(f, nx=16, nt=5)
+    with pytest.raises(DatasetFileError, match="'tensor' holds booleans, not numbers"):
+        open_dataset(path)

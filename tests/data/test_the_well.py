@@ -561,3 +561,141 @@ def test_nothing_to_export_is_refused(tmp_path):
     with pytest.raises(ValueError, match="has no samples"):
         the_well.export(empty, tmp_path / "empty")
     assert not (tmp_path / "empty").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Damaged Well files are named; the float32 export The Well's models need
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, shown", [(np.nan, "nan"), (-1, "-1"), ("many", "many"),
+                                          (2.5, "2.5"), (np.inf, "inf")])
+def test_an_n_trajectories_that_is_no_count_is_named_with_its_file(tmp_path, value, shown):
+    from ssmpde.data import DatasetFileError
+
+    path = tmp_path / "genuine.hdf5"
+    _write_genuine(path)
+    with h5py.File(path, "a") as f:
+        f.attrs["n_trajectories"] = value
+    with pytest.raises(DatasetFileError, match=rf"'{path}': its n_trajectories attribute is "
+                                               rf"{shown}, not a number of trajectories"):
+        open_dataset(path)
+
+
+def test_an_n_trajectories_the_fields_do_not_hold_is_named(tmp_path):
+    from ssmpde.data import DatasetFileError
+
+    path = tmp_path / "genuine.hdf5"
+    _write_genuine(path)  # two trajectories
+    for n in (1, 5, 10 ** 12):
+        with h5py.File(path, "a") as f:
+            f.attrs["n_trajectories"] = n
+        with pytest.raises(DatasetFileError, match=rf"'{path}': n_trajectories is {n}, but "
+                                                   r"t0_fields/u holds 2 trajectories"):
+            open_dataset(path)
+
+
+def test_a_truncated_split_is_a_damaged_well_file_not_a_zarr_store(tmp_path):
+    from ssmpde.data import DatasetFileError
+
+    split = tmp_path / "cut_well" / "data" / "train"
+    split.mkdir(parents=True)
+    _write_genuine(split / "genuine.hdf5")
+    raw = (split / "genuine.hdf5").read_bytes()
+    (split / "genuine.hdf5").write_bytes(raw[:len(raw) // 2])
+    for path in (tmp_path / "cut_well", split):
+        assert the_well.sniff(path)
+        with pytest.raises(DatasetFileError, match=r"cannot read the Well file '.*genuine\.hdf5'"
+                                                   r": it is truncated or corrupt HDF5"):
+            open_dataset(path)
+
+
+def test_info_on_a_well_directory_asks_for_h5py_only_without_it(tmp_path, capsys):
+    split = tmp_path / "ns_well" / "data" / "train"
+    split.mkdir(parents=True)
+    _write_genuine(split / "genuine.hdf5")
+    assert main(["info", str(tmp_path / "ns_well")]) == 0
+    out = capsys.readouterr().out
+    assert "format: the-well (The Well: a directory" in out and "needs h5py" not in out
+
+
+def _well_model(name: str, monkeypatch, request):
+    """The Well's model class ``name`` from ``the_well.benchmark.models``.
+
+    That package imports timm and huggingface_hub (The Well's ``benchmark`` extra, not our
+    ``interop`` one) at its top, for models and Hub features this test does not use; where
+    they are missing, stand-ins that cannot be used take their place for this test only.
+    """
+    import importlib
+    import types
+
+    try:
+        return getattr(importlib.import_module("the_well.benchmark.models"), name)
+    except ImportError:
+        pass
+
+    def unavailable(*args, **kwargs):
+        raise AssertionError("timm is not installed: a model that needs it cannot run here")
+
+    hub = types.ModuleType("huggingface_hub")
+    hub.PyTorchModelHubMixin = type("PyTorchModelHubMixin", (), {})  # Hub upload/download only
+    stand_ins = {"huggingface_hub": hub}
+    for module_name in ("timm", "timm.models", "timm.models.layers", "timm.layers"):
+        module = types.ModuleType(module_name)
+        module.DropPath = module.trunc_normal_ = unavailable
+        stand_ins[module_name] = module
+    for module_name, module in stand_ins.items():
+        if module_name not in sys.modules:
+            monkeypatch.setitem(sys.modules, module_name, module)
+    before = set(sys.modules)
+    request.addfinalizer(lambda: [sys.modules.pop(key) for key in set(sys.modules) - before
+                                  if key.startswith("the_well.benchmark")])
+    return getattr(importlib.import_module("the_well.benchmark.models"), name)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_a_float32_export_runs_through_the_wells_own_model(tmp_path, monkeypatch, request,
+                                                           capsys):
+    pytest.importorskip("the_well")
+    torch = pytest.importorskip("torch")
+    from the_well.data import WellDataset
+    from the_well.data.data_formatter import DefaultChannelsFirstFormatter
+
+    UNetClassic = _well_model("UNetClassic", monkeypatch, request)
+    ds = make_dataset(nsample=3, ntime=4, resolution=16, ndim=2)  # float64, as solvers write
+    notes = the_well.export(ds, tmp_path / "w32", dtype="float32")
+    assert "values written as float32 (cast from float64)" in notes
+    with h5py.File(tmp_path / "w32" / "data" / "train" / "navier_stokes.hdf5") as f:
+        assert f["t0_fields/vorticity"].dtype == np.float32
+        assert f["scalars/viscosity"].dtype == np.float32
+        assert f["dimensions/x"].dtype == np.float64  # coordinates keep theirs
+    back = load_dataset(tmp_path / "w32")
+    xr.testing.assert_identical(back, ds.astype({name: np.float32 for name in ds.data_vars}))
+
+    def first_batch(path):
+        well = WellDataset(path=str(path), well_split_name="train", n_steps_input=2,
+                           n_steps_output=1)
+        batch = next(iter(torch.utils.data.DataLoader(well, batch_size=2)))
+        return DefaultChannelsFirstFormatter(well.metadata).process_input(batch)
+
+    (inputs,), target = first_batch(tmp_path / "w32")
+    model = UNetClassic(dim_in=inputs.shape[1], dim_out=target.shape[-1], n_spatial_dims=2,
+                        spatial_resolution=(16, 16), init_features=4)
+    output = model(inputs)
+    assert output.dtype == torch.float32 and tuple(output.shape) == (2, 1, 16, 16)
+    assert torch.isfinite(output).all()
+    # The default keeps float64, which The Well's models refuse: the note says what to do.
+    notes = the_well.export(ds, tmp_path / "w64")
+    assert any("values written as float64 (the dataset's dtype): The Well's own files and "
+               "models are float32" in note and "--dtype float32" in note for note in notes)
+    (inputs,), _ = first_batch(tmp_path / "w64")
+    with pytest.raises(RuntimeError, match=r"(?i)double.*float"):  # torch words it per layer
+        model(inputs)
+    # convert --dtype float32 says what it wrote
+    source = tmp_path / "ns.nc"
+    save(ds, source)
+    assert main(["convert", str(source), str(tmp_path / "cli_well"), "--to", "the-well",
+                 "--dtype", "float32"]) == 0
+    assert "note: values written as float32 (cast from float64)" in capsys.readouterr().out
+    assert load_dataset(tmp_path / "cli_well")["vorticity"].dtype == np.float32
+    with pytest.raises(ValueError, match="dtype must be 'float32' or 'float64'"):
+        the_well.export(ds, tmp_path / "bad", dtype="int8")
