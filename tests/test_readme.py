@@ -1,8 +1,10 @@
-"""The README and the model pages say what the code does: every parameter count they print is
-the count of the model they name."""
+"""The README and the model pages say what the code does: the Quick start runs as written, top
+to bottom, and every parameter count they print is the count of the model they name."""
 
 import functools
 import re
+import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,167 @@ def test_parameter_counts_are_the_models(name, line, value, model, settings):
         f"{name}:{line} says {model} {settings} has {value} parameters; it has {actual:,} "
         "(a count of a model fitted to other data says so: 'at 43²', 'with 12 input "
         "channels')")
+
+
+# ---------------------------------------------------------------------------------------
+# The Quick start, in order.
+# ---------------------------------------------------------------------------------------
+#: How the test shrinks the Quick start's commands to seconds. The README keeps the real
+#: sizes; only these change, and a README command none of them fits runs as written.
+#: Flags appended to ``ssmpde generate EQUATION`` (later flags win): small grids, for
+#: Navier–Stokes and KS stored at the README's fraction of the simulated one (1/4: a
+#: corrector's coarsening must land on the stored grid), and Navier–Stokes steps of 0.002
+#: (ν = 1e-5 on 32² with euler-cn blows up at 0.01; CFL runs keep their cap of 0.01); the
+#: written times and presets otherwise.
+GENERATE_SIZES = {
+    "navier-stokes": ["--resolution", "8", "--simulation-resolution", "32",
+                      "--time-step", "0.002"],
+    "darcy": ["--resolution", "9", "--simulation-resolution", "17"],
+    "kuramoto-sivashinsky": ["--resolution", "16", "--simulation-resolution", "64"],
+    "burgers": ["--resolution", "32", "--simulation-resolution", "64"],
+}
+#: ``generate --samples N`` -> at most this.
+SAMPLES = 4
+#: Models trained at a tenth of a second per step: options appended to ``ssmpde train``.
+MODEL_SIZES = {
+    "fno": ["width=8", "modes=[4,4]"],
+    "geomano": ["width=8", "depth=1", "state_size=4"],
+    "ssno": ["width=8", "lifting=8", "depth=1", "state_size=4", "memory_state_size=4"],
+    "lean-fno": ["width=8"],
+}
+#: Written values replaced (each must occur: a README that drops one fails the test).
+REPLACED = {
+    "modes=[32,33]": "modes=[4,5]",  # the corrector's modes on 64², on the 8² test grid
+}
+#: ``train --epochs N`` -> 1, ``--num-test N`` -> at most 2, ``rollout --steps N`` -> at
+#: most 3, or for parareal:SLICES at most SLICES × 4 (each slice at least the window, 4
+#: frames for KS).
+EPOCHS, NUM_TEST, STEPS, STEPS_PER_SLICE = 1, 2, 3, 4
+#: Flags dropped: a local dask cluster (``--workers 2``) takes 10-20 s to start; without it
+#: generate writes the same zarr store in-process, and parareal runs its slices in-process.
+DROPPED = {"--workers": 1}
+#: Commands only parsed, not run: compressible Euler's numba kernels compile for about a
+#: minute on a fresh clone (no cache). The torchrun line is parsed only too: it starts two
+#: more interpreters (tests/surrogates/test_train.py runs torchrun, marked slow).
+PARSED_ONLY = {("generate", "euler")}
+#: The Python snippets' sizes: 8² stored, 32² simulated (the README's 64² of 256²).
+PYTHON_REPLACED = {
+    'time_stepping="cfl", out=': 'time_stepping="cfl", resolution=8, simulation_resolution=32,'
+                                 ' out=',
+    'time_stepping="cfl")': 'time_stepping="cfl", resolution=8, simulation_resolution=32)',
+}
+
+
+def _quick_start() -> list[tuple[str, str]]:
+    """The Quick start's commands and snippets in order: ("bash", one command line) and
+    ("python", one snippet)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    steps = []
+    for language, body in re.findall(r"```(bash|python)\n(.*?)```", section, re.S):
+        if language == "python":
+            steps.append(("python", body))
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                steps.append(("bash", line))
+    return steps
+
+
+def _shrunk(words: list[str]) -> list[str]:
+    """An ``ssmpde`` command line (without "ssmpde") at the test's sizes."""
+    words = [REPLACED.get(word, word) for word in words]
+    slices = [int(m[1]) for m in map(re.compile(r"parareal:(\d+)").match, words) if m]
+    steps = max([STEPS] + [n * STEPS_PER_SLICE for n in slices])
+    out, k = [], 0
+    while k < len(words):
+        word = words[k]
+        if word in DROPPED:
+            k += 1 + DROPPED[word]
+            continue
+        out.append(word)
+        if k + 1 < len(words):
+            value = words[k + 1]
+            new = {("generate", "--samples"): lambda n: min(n, SAMPLES),
+                   ("train", "--epochs"): lambda n: EPOCHS,
+                   ("train", "--num-test"): lambda n: min(n, NUM_TEST),
+                   ("rollout", "--steps"): lambda n: min(n, steps)}.get((words[0], word))
+            if new is not None:
+                out.append(str(new(int(value))))
+                k += 2
+                continue
+        k += 1
+    if out[0] == "generate":
+        out += GENERATE_SIZES.get(out[1], [])
+        if "cfl" in out:  # CFL steps are stable at the default cap of 0.01
+            out += ["--time-step", "0.01"]
+    if out[0] == "train":
+        for option in MODEL_SIZES.get(out[1], []):
+            out += ["--model-option", option]
+    if out[0] in ("generate", "train"):
+        out.append("--no-progress")
+    return out
+
+
+def test_the_quick_start_is_complete():
+    # What the README promises: the commands that need earlier outputs have them (the test
+    # below runs them), and the quick loop and every benchmark dataset are there.
+    lines = [line for kind, line in _quick_start() if kind == "bash"]
+    text = "\n".join(lines)
+    for needed in ("--out quick.nc", "--out darcy_test.nc", "--out runs/ks", "--out runs/ns",
+                   "--target correction", "--preset ce-rm", "--preset gce-rt", "^torchrun"):
+        assert re.search(rf"{needed}(\s|$)", text, re.M), needed
+    # Each command that takes more than moments says how long it takes on 2 cores.
+    long = [("ssmpde", "generate"), ("ssmpde", "train"), ("ssmpde", "rollout"),
+            ("ssmpde", "warm-start"), ("ssmpde", "evaluate"), ("torchrun",)]
+    for line in lines:
+        words = tuple(shlex.split(line, comments=True))
+        if any(words[:len(command)] == command for command in long):
+            assert re.search(r"# .*~[\d.]+ (s|min|h|days?)\b", line), f"no duration: {line}"
+
+
+def test_the_quick_start_runs_in_order(tmp_path, monkeypatch, capsys):
+    """Every command and snippet of the README's Quick start, in order, in an empty
+    directory, shrunk as the tables above say (about 25 s of CPU)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ssmpde.cli import _build_parser, main
+
+    monkeypatch.chdir(tmp_path)
+    seconds = []  # per step, for the message of a failure (and a test grown slow)
+    used = set()  # the replacements that found their text
+    for kind, step in _quick_start():
+        seconds.append((time.perf_counter(), step.strip().splitlines()[0][:60]))
+        if kind == "python":
+            code = step
+            for old, new in PYTHON_REPLACED.items():
+                used.update([old] if old in code else [])
+                code = code.replace(old, new)
+            exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+            continue
+        words = shlex.split(step, comments=True)
+        if words[0] == "torchrun":
+            module = words.index("-m")
+            assert words[module + 1] == "ssmpde.cli", step
+            _build_parser().parse_args(words[module + 2:])  # a bad line exits 2
+            continue
+        assert words[0] == "ssmpde", f"the Quick start runs ssmpde commands only: {step}"
+        argv = _shrunk(words[1:])
+        used.update(set(REPLACED) & set(words))
+        if tuple(argv[:2]) in PARSED_ONLY:
+            _build_parser().parse_args(argv)
+            continue
+        status = main(argv)
+        captured = capsys.readouterr()
+        assert status == 0, (f"{step}\n(ran as: ssmpde {shlex.join(argv)})\n{captured.err}\n"
+                             + _timings(seconds))
+    assert used == set(REPLACED) | set(PYTHON_REPLACED), "a replacement found no text"
+    with capsys.disabled():  # shown with pytest -s
+        print("\n" + _timings(seconds))
+
+
+def _timings(seconds: list) -> str:
+    ends = [start for start, _ in seconds[1:]] + [time.perf_counter()]
+    return "\n".join(f"{end - start:6.1f} s  {what}" for (start, what), end
+                     in zip(seconds, ends))
