@@ -268,7 +268,10 @@ def test_the_quick_start_runs_in_order(tmp_path, monkeypatch, capsys):
             for old, new in PYTHON_REPLACED.items():
                 used.update([old] if old in code else [])
                 code = code.replace(old, new)
-            exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+            names = {"__name__": "readme"}
+            exec(compile(code, "README.md", "exec"), names)
+            if "ds" in names and "solver" in names:
+                _check_same_solver(names["ds"], names["solver"])
             continue
         words = shlex.split(step, comments=True)
         if words[0] == "torchrun":
@@ -289,6 +292,17 @@ def test_the_quick_start_runs_in_order(tmp_path, monkeypatch, capsys):
     assert used == set(REPLACED) | set(PYTHON_REPLACED), "a replacement found no text"
     with capsys.disabled():  # shown with pytest -s
         print("\n" + _timings(seconds))
+
+
+def _check_same_solver(ds, solver) -> None:
+    """A snippet's solver next to its dataset is the solver that made it (the same time
+    stepping and grids: the faithful default at Δt 1e-4 takes ~30 s a step on 256²), up to
+    the time span, which a step does not use."""
+    from ssmpde.data import config_of
+
+    made = {k: v for k, v in config_of(ds)["solver"].items() if k != "final_time"}
+    built = {k: v for k, v in solver.config_dict().items() if k != "final_time"}
+    assert built == made, f"the snippet's solver {built} is not the one of its data {made}"
 
 
 def _timings(seconds: list) -> str:
