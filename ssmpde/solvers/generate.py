@@ -518,10 +518,12 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     per-batch path for one time step (twice: compilation and plans first, which the run
     then reuses) and advances them by a few time steps (about 0.3 s, the fastest repeat
     counting), and prints the run's projected duration before that batch starts
-    (:func:`ssmpde.solvers._batches._estimate`). On 2 cores shared with other jobs it gave
-    0.80-1.24 times the measured time of fixed-step Navier-Stokes runs of 1.5-3 minutes
-    and 0.85 times a CFL-stepped one; runs of a few seconds take longer than it says
-    (per-run costs such as joining the batches are not timed). Steady solvers (Darcy) get
+    (:func:`ssmpde.solvers._batches._estimate`). Its time a step is within 2 % of a long
+    run's (CPU time, Navier-Stokes at 256²); the projection assumes the machine's load at
+    the probe lasts: on 2 cores shared with other jobs it gave 0.64-1.47 times the measured
+    time of fixed-step Navier-Stokes runs of 1-3 minutes and 0.85 times a CFL-stepped one;
+    runs of a few seconds take longer than it says (per-run costs such as joining the
+    batches are not timed). Steady solvers (Darcy) get
     no probe. A run whose projected time, from the probe or from its first batches,
     exceeds :data:`ssmpde.solvers._batches.LONG_RUN_SECONDS` (one hour) gets one
     :class:`~ssmpde.solvers._batches.LongRunWarning` instead of the line.
