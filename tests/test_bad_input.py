@@ -746,8 +746,8 @@ def foreign_file_cases(root: Path):
     import h5py
     import xarray as xr
 
-    from ssmpde.data import (build_dataset, sample_coordinate, spatial_coordinate, the_well,
-                             time_coordinate)
+    from ssmpde.data import build_dataset, sample_coordinate, spatial_coordinate, time_coordinate
+    from ssmpde.data.formats import the_well
 
     def coordinates(f, nx, nt):
         f["x-coordinate"] = ((np.arange(nx) + 0.5) / nx).astype(np.float32)

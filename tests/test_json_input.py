@@ -78,7 +78,7 @@ WELL_METADATA = {
 @pytest.mark.parametrize("text, words", WELL_METADATA.values(), ids=WELL_METADATA.keys())
 def test_the_well_metadata_is_a_dataset_file_error_naming_the_file(text, words, tmp_path):
     h5py = pytest.importorskip("h5py")
-    from ssmpde.data import the_well
+    from ssmpde.data.formats import the_well
 
     path = tmp_path / "export.hdf5"
     the_well.export(make_dataset(nsample=2, ntime=3, resolution=4), path)

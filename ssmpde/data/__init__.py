@@ -34,8 +34,8 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
   policy;
 * :mod:`ssmpde.data.integrity`: what every reader checks (missing and undecodable chunks,
   dimension order) and :func:`check_file`;
-* :mod:`ssmpde.data.formats`: the registry of foreign formats (:mod:`ssmpde.data.pdebench`, ...)
-  that :func:`open_dataset` reads and :func:`convert` writes;
+* :mod:`ssmpde.data.formats`: the foreign formats (:mod:`ssmpde.data.formats.pdebench`, ...)
+  that :func:`open_dataset` reads and :func:`convert` writes, each also an xarray engine;
 * :mod:`ssmpde.data.progress`: the progress record of a store being written;
 * :mod:`ssmpde.data.store`: zarr stores written in parallel;
 * :mod:`ssmpde.data.summary`: :func:`describe`;

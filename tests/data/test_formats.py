@@ -23,7 +23,7 @@ MARKER = "toy-format"
 
 
 def _toy_module() -> types.ModuleType:
-    toy = types.ModuleType("ssmpde.data._toy_format")
+    toy = types.ModuleType("ssmpde.data.formats._toy_format")
     toy.NAME = "toy"
     toy.DESCRIPTION = "a directory holding one netCDF file (test only)"
 
@@ -68,7 +68,7 @@ def test_registry_lists_the_formats_and_rejects_unknown_names(toy):
 
 
 def test_a_registered_module_must_define_the_whole_contract(monkeypatch):
-    broken = types.ModuleType("ssmpde.data._broken_format")
+    broken = types.ModuleType("ssmpde.data.formats._broken_format")
     broken.NAME = "broken"
     monkeypatch.setitem(sys.modules, broken.__name__, broken)
     monkeypatch.setattr(formats, "_MODULES", ("_broken_format",))

@@ -389,7 +389,7 @@ def test_a_chunk_this_user_may_not_read_is_not_called_corrupt():
 def test_a_corrupt_foreign_file_names_file_and_variable(tmp_path, monkeypatch):
     # A PDEBench export read back: its reads are guarded like those of our own files. (Its
     # data are stored uncompressed, without a checksum, so the damage is simulated.)
-    from ssmpde.data import pdebench
+    from ssmpde.data.formats import pdebench
 
     source = save(_dataset(nsample=4), tmp_path / "d.nc")
     target = tmp_path / "d.h5"

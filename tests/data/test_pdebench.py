@@ -21,7 +21,7 @@ import xarray as xr
 from ssmpde.cli import main
 from ssmpde.data import (ROLE, boundary_conditions_of, config_of, convert, load_dataset,
                          open_dataset, roles_of, save)
-from ssmpde.data import pdebench
+from ssmpde.data.formats import pdebench
 from ssmpde.solvers import get_solver_class
 from ssmpde.solvers.generate import generate
 

@@ -18,7 +18,8 @@ import pytest
 import xarray as xr
 
 from ssmpde.cli import main
-from ssmpde.data import convert, formats, load_dataset, open_dataset, save, the_well, validate
+from ssmpde.data import convert, formats, load_dataset, open_dataset, save, validate
+from ssmpde.data.formats import the_well
 from ssmpde.solvers import generate, get_solver_class
 
 from .helpers import make_dataset, snapshot

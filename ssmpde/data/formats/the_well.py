@@ -73,12 +73,13 @@ from xarray.core import indexing
 from ssmpde import __version__
 from ssmpde.core import decode_json
 
-from .formats import check_declared_memory
-from .outputs import atomic_path
-from .schema import (BOUNDARY_CONDITIONS, CONVENTIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME,
-                     VECTOR, VECTOR_COMPONENT, X, Y, DatasetFileError, boundary_conditions_of,
-                     format_boundary_conditions, sample_coordinate, time_coordinate, validate,
-                     vectors_of)
+from ..outputs import atomic_path
+from ..schema import (BOUNDARY_CONDITIONS, CONVENTIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME,
+                      VECTOR, VECTOR_COMPONENT, X, Y, DatasetFileError, boundary_conditions_of,
+                      format_boundary_conditions, sample_coordinate, time_coordinate, validate,
+                      vectors_of)
+from . import check_declared_memory
+from .backend import FormatBackendEntrypoint
 
 __all__ = [
     "DESCRIPTION",
@@ -86,6 +87,7 @@ __all__ = [
     "SPLITS",
     "SPLIT_FRACTIONS",
     "STATS_FILE",
+    "TheWellBackendEntrypoint",
     "dataset_name",
     "export",
     "is_export",
@@ -1439,3 +1441,20 @@ def open(path: str | os.PathLike, chunks: Any = None) -> xr.Dataset:  # noqa: A0
     ds.set_close(reader.close)
     return ds
 
+
+
+# --------------------------------------------------------------------------------------------
+# The xarray engine
+# --------------------------------------------------------------------------------------------
+
+class TheWellBackendEntrypoint(FormatBackendEntrypoint):
+    """``xr.open_dataset(path, engine="the-well")``: a file, split directory or dataset
+    directory of The Well as :func:`open` reads it (needs h5py).
+
+    ``xr.open_dataset(directory)`` finds this engine by itself: no engine of xarray's own
+    claims a directory that holds no zarr store.
+    """
+
+    format_name = NAME
+    description = DESCRIPTION
+    url = "https://polymathic-ai.org/the_well/"

@@ -65,14 +65,15 @@ from xarray.core import indexing
 
 from ssmpde import __version__
 
-from .formats import check_declared_memory
-from .integrity import DamagedChunk
-from .schema import (BOUNDARY_CONDITIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y,
-                     DatasetFileError, boundary_conditions_of, build_dataset, config_of,
-                     sample_coordinate, spatial_coordinate, time_coordinate, vectors_of)
+from ..integrity import DamagedChunk
+from ..schema import (BOUNDARY_CONDITIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y,
+                      DatasetFileError, boundary_conditions_of, build_dataset, config_of,
+                      sample_coordinate, spatial_coordinate, time_coordinate, vectors_of)
+from . import check_declared_memory
+from .backend import FormatBackendEntrypoint
 
-__all__ = ["DESCRIPTION", "METADATA_ATTR", "NAME", "conventional_name", "export", "is_export",
-           "open", "sniff", "unwritten_chunks"]
+__all__ = ["DESCRIPTION", "METADATA_ATTR", "NAME", "PDEBenchBackendEntrypoint",
+           "conventional_name", "export", "is_export", "open", "sniff", "unwritten_chunks"]
 
 NAME = "pdebench"
 DESCRIPTION = "PDEBench HDF5: tensor/nu, density/pressure/Vx/Vy, or per-sample groups"
@@ -1192,3 +1193,19 @@ def _write_groups(ds: xr.Dataset, path: pathlib.Path, mapping: Mapping[str, str]
                 values = np.asarray(var.values).astype(stored.dtype, copy=False)
                 stored[...] = values
     return variables, groups
+
+
+# --------------------------------------------------------------------------------------------
+# The xarray engine
+# --------------------------------------------------------------------------------------------
+
+class PDEBenchBackendEntrypoint(FormatBackendEntrypoint):
+    """``xr.open_dataset(path, engine="pdebench")``: a PDEBench file as :func:`open` reads it.
+
+    Name the engine: without it xarray's netCDF4 engine, which looks first, takes every HDF5
+    file and shows PDEBench's raw datasets instead.
+    """
+
+    format_name = NAME
+    description = DESCRIPTION
+    url = "https://github.com/pdebench/PDEBench"

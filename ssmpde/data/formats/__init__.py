@@ -1,7 +1,8 @@
 """Foreign dataset formats: the registry that lets every command read them and `convert` write them.
 
 Our own formats are netCDF4 and zarr (:mod:`ssmpde.data.files`). Other tools keep PDE data in
-their own layouts; each such format is one module under ``ssmpde/data/`` named in
+their own layouts; each such format is one module of this package
+(:mod:`ssmpde.data.formats.pdebench`, :mod:`ssmpde.data.formats.the_well`) named in
 :data:`_MODULES`, exposing at module level
 
 ``NAME`` : str
@@ -45,6 +46,12 @@ that memory cannot hold before anything is allocated.
 
 :func:`known_formats` lists them, :func:`format_named` looks one up by name and :func:`sniff`
 finds the one a path is in.
+
+Each format is an xarray backend engine too, named ``NAME``
+(``xr.open_dataset(path, engine="pdebench")``): its module defines a subclass of
+:class:`~ssmpde.data.formats.backend.FormatBackendEntrypoint`, registered in ``pyproject.toml``
+under ``[project.entry-points."xarray.backends"]``. A new format is its module, a line in
+:data:`_MODULES` and a line there.
 """
 
 from __future__ import annotations
@@ -133,7 +140,7 @@ def check_declared_memory(path: pathlib.Path, what: str, nbytes: int) -> None:
     """
     from ssmpde.core import gib, memory_limit
 
-    from .schema import DatasetFileError
+    from ..schema import DatasetFileError
 
     limit = memory_limit()
     if nbytes <= limit:
