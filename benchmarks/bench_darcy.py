@@ -20,7 +20,8 @@ import numpy as np
 import scipy.sparse.linalg as sparse_linalg
 
 from benchmarks.common import RESULTS, header, interleaved, seconds, table_row, when, write
-from ssmpde.solvers import Darcy, generate
+from ssmpde.generation import generate
+from ssmpde.solvers import Darcy
 from ssmpde.solvers.darcy import reference_matrix
 
 

@@ -71,7 +71,8 @@ def _timed_generate(directory: Path, label: str, equation: str, config: dict, *,
     """Wall seconds of one generate() to ``directory/label.zarr`` (removed first)."""
     import numba
 
-    from ssmpde.solvers import generate, get_solver
+    from ssmpde.generation import generate
+    from ssmpde.solvers import get_solver
 
     out = directory / f"{label}.zarr"
     shutil.rmtree(out, ignore_errors=True)
@@ -97,8 +98,8 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
 
     from ssmpde.data import StoreProgress, create_store, write_store_region
     from ssmpde.solvers import get_solver
-    from ssmpde.solvers.generate import _batch_dataset, _history, _run_config
-    from ssmpde.solvers.scale_out import _layout
+    from ssmpde.generation._batches import _batch_dataset, _history, _run_config
+    from ssmpde.generation.scale_out import _layout
 
     solver = get_solver(equation, **config)
     solver.threads = 1

@@ -131,7 +131,7 @@ def prepare(name: str, cache: Path, *, budget: float, corrector_budget: float,
     ``name`` in ``cache/name``, each made only when absent; returns what training did."""
     import json
 
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
 
     problem = PROBLEMS[name]
     folder = cache / name
@@ -271,7 +271,7 @@ def main(argv=None) -> dict:
 
     from ssmpde.coupling.baseline import SURROGATE_KINDS, against_coarse
     from ssmpde.coupling.run import run_rollout
-    from ssmpde.solvers.generate import dask_cluster
+    from ssmpde.cluster import dask_cluster
 
     training = {name: prepare(name, args.cache, budget=args.budget,
                               corrector_budget=args.corrector_budget, quick=args.quick)

@@ -210,7 +210,7 @@ def _one_thread() -> None:
 def _generate(pde: str, split: str, samples: int, seed: int, path: Path, quick: bool) -> dict:
     """Generate one file (one thread); returns what was done."""
     from ssmpde.data import open_dataset
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
 
     spec = PDES[pde]
     options = dict(spec["quick" if quick else "config"])

@@ -60,7 +60,7 @@ print(spin_seconds(threads=int(sys.argv[2])))
 def prepare(folder: Path, setup: dict) -> Path:
     """KS data and a small FNO trained one epoch on it, in ``folder`` (reused when there);
     returns the run directory."""
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
     from ssmpde.surrogates.train import TrainConfig, train
 
     data, run = folder / "ks.nc", folder / "fno"

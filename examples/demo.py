@@ -27,7 +27,7 @@ from pathlib import Path
 from ssmpde.coupling.baseline import against_coarse
 from ssmpde.coupling.run import describe, run_rollout, run_warm_start
 from ssmpde.plotting import plot_snapshots
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, evaluate, train
 
 

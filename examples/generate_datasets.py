@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from ssmpde.data import describe
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 
 
 def main(argv=None) -> dict:

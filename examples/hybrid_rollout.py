@@ -17,7 +17,8 @@ import numpy as np
 
 from ssmpde.coupling import SurrogateStepper, hybrid_rollout, to_dataset
 from ssmpde.data import open_dataset, save
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.surrogates.train import TrainConfig, train
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ssmpde.coupling.run import describe, run_rollout
 from ssmpde.plotting import plot_snapshots
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, train
 
 

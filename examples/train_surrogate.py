@@ -14,7 +14,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
 
 

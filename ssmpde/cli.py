@@ -414,7 +414,7 @@ def _add_train_parser(commands) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .solvers.generate import generate
+    from .generation import generate
 
     config = {k.removeprefix("config__"): v for k, v in vars(args).items()
               if k.startswith("config__") and v is not None}
@@ -541,7 +541,7 @@ def _rollout(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         executor = None
         if args.workers is not None or args.scheduler is not None:
-            from .solvers.generate import dask_cluster
+            from .cluster import dask_cluster
 
             # dask_cluster checks both: the address's form, --workers against the machine
             executor, _ = stack.enter_context(dask_cluster(args.scheduler, args.workers))
@@ -604,11 +604,11 @@ def _interrupted(interrupt: KeyboardInterrupt, args: argparse.Namespace | None) 
         if (Path(out) / STATE_JSON).is_file():
             return (f"interrupted: the run in '{out}' keeps its last finished epoch; add "
                     "--resume to the same command to go on from it")
-    if command == "generate" and out and "ssmpde.solvers.generate" in sys.modules:
+    if command == "generate" and out and "ssmpde.generation.generate" in sys.modules:
         from pathlib import Path
 
         from .data import DatasetFileError, store_progress
-        from .solvers.generate import parts_directory
+        from .generation import parts_directory
 
         try:
             in_progress = Path(out).is_dir() and store_progress(out) is not None

@@ -256,8 +256,33 @@ def memory_limit(limit: str | int | None = None) -> int:
     return int(0.8 * psutil.virtual_memory().available)
 
 
-def gib(nbytes: float) -> str:
-    return f"{nbytes / 2 ** 30:.3g} GiB"
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` as a message shows it: binary units, three significant digits.
+
+    The one byte formatter of the package (memory limits, disk space, file sizes).
+
+    Example
+    -------
+    >>> format_bytes(512), format_bytes(384 * 2 ** 20), format_bytes(16e9)
+    ('512 B', '384 MiB', '14.9 GiB')
+    """
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(nbytes) < 1000 or unit == "PiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+#: The former name of :func:`format_bytes` (some modules still import it by this name).
+gib = format_bytes
+
+
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) of at least ``minimum``, else a
+    ValueError naming the argument ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
 class JSONFileError(ValueError):

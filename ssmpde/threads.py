@@ -5,7 +5,7 @@ ssmpde runs three thread pools in one process: torch's (OpenMP, for the surrogat
 transforms). They take turns, never run at once, and each may use every core. Every entry
 point (``ssmpde train | evaluate | generate | rollout`` and
 :func:`ssmpde.surrogates.train.train`, :func:`~ssmpde.surrogates.train.evaluate`,
-:func:`ssmpde.solvers.generate.generate`, :func:`ssmpde.coupling.run.run_rollout`) runs its
+:func:`ssmpde.generation.generate`, :func:`ssmpde.coupling.run.run_rollout`) runs its
 work under :func:`limited`, with the count from, first to last:
 
 1. the ``threads`` argument (``--threads N`` on the command line);

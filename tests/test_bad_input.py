@@ -625,7 +625,7 @@ def test_too_little_memory_for_one_worker_is_refused(files, capsys, monkeypatch)
                     ["rollout", "--checkpoint", files["ns-run"], "--steps", "4", "--schedule",
                      "parareal:2"]):
         line = run_bad([*command, "--workers", "1"], capsys, files["root"])
-        assert "a local dask cluster needs about 0.375 GiB a worker process" in line, line
+        assert "a local dask cluster needs about 384 MiB a worker process" in line, line
         assert "run without --workers" in line
 
 

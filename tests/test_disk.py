@@ -28,14 +28,16 @@ from ssmpde.cli import main
 from ssmpde.data import DiskFullError, disk_usage, open_dataset
 from ssmpde.data import files as data_files
 from ssmpde.data import outputs
-from ssmpde.solvers import _batches, get_solver
-from ssmpde.solvers import generate as generate_function
+from ssmpde.data.files import format_of_suffix
+from ssmpde.generation import _batches
+from ssmpde.generation import generate as generate_function
+from ssmpde.solvers import get_solver
 from ssmpde.surrogates import checkpoint
 from ssmpde.surrogates.train import TrainConfig, train
 
-from solvers.helpers import assert_same_dataset
+from generation.helpers import assert_same_dataset
 
-gen = importlib.import_module("ssmpde.solvers.generate")
+gen = importlib.import_module("ssmpde.generation.generate")
 DARCY = dict(resolution=9, simulation_resolution=17)
 DARCY_FLAGS = ["--resolution", "9", "--simulation-resolution", "17"]
 NS = dict(resolution=16, simulation_resolution=16, final_time=0.4, record_interval=0.1,
@@ -126,7 +128,8 @@ def test_the_disk_estimate_bounds_what_a_run_writes(equation, config, suffix, tm
     monkeypatch.setattr(gen._Parts, "remove", measure_then_remove)
     out = tmp_path / f"data{suffix}"
     run_config = _batches._run_config(solver, 20, 0)
-    plan = gen._DiskPlan.of(solver, out, 20, 2, run_config, in_place=False)
+    plan = gen._DiskPlan.of(solver, out, format_of_suffix(out), 20, 2, run_config,
+                            in_place=False)
     ds = generate_function(solver, num_samples=20, batch_size=2, out=out, progress=False)
     ds.close()
     assert 0 < peak[0] <= plan.needed([])
@@ -142,7 +145,7 @@ def test_a_run_the_disk_cannot_hold_is_refused_before_anything_is_written(tmp_pa
     solve = solver.solve_batch
     solver.solve_batch = lambda inputs, progress=None: calls.append(1) or solve(inputs)
     out = tmp_path / "d.nc"
-    plan = gen._DiskPlan.of(solver, out, 64, 8, _batches._run_config(solver, 64, 0),
+    plan = gen._DiskPlan.of(solver, out, "netcdf", 64, 8, _batches._run_config(solver, 64, 0),
                             in_place=False)
     monkeypatch.setattr(gen, "free_space", lambda path: plan.needed([]) - 1)
     with pytest.raises(ValueError, match=r"this run needs up to .* more disk space \(64 "
@@ -180,7 +183,7 @@ def test_a_resumed_run_needs_only_what_it_has_not_written(tmp_path, monkeypatch)
     solver.solve_batch = fail_third
     with pytest.raises(KeyboardInterrupt, match="16 of 40 samples are saved"):
         generate_function(solver, num_samples=40, batch_size=8, out=out, progress=False)
-    plan = gen._DiskPlan.of(solver, out, 40, 8, _batches._run_config(solver, 40, 0),
+    plan = gen._DiskPlan.of(solver, out, "netcdf", 40, 8, _batches._run_config(solver, 40, 0),
                             in_place=False)
     done = [(0, 8), (8, 16)]
     used = disk_usage(gen.parts_directory(out))
@@ -239,7 +242,7 @@ def test_ctrl_c_saves_the_batches_held_for_a_part(tmp_path):
 def test_huge_runs_write_few_parts():
     # The 10**9 Darcy samples: parts by bytes (8 MiB), not by 8 samples.
     solver = get_solver("darcy", resolution=8, simulation_resolution=29)
-    plan = gen._DiskPlan.of(solver, pathlib.Path("big.nc"), 10 ** 9, 8,
+    plan = gen._DiskPlan.of(solver, pathlib.Path("big.nc"), "netcdf", 10 ** 9, 8,
                             _batches._run_config(solver, 10 ** 9, 0), in_place=False)
     assert plan.parts(10 ** 9, 1) < 10 ** 9 * solver.stored_bytes_per_sample() / 2 ** 23 + 40
 
@@ -328,7 +331,7 @@ def test_generate_fills_the_disk_in_the_merge_then_only_merges(suffix, writer, t
 def test_a_full_disk_on_a_cluster_is_one_error_and_resumes(tmp_path, monkeypatch):
     import distributed
 
-    from ssmpde.solvers import scale_out
+    from ssmpde.generation import scale_out
 
     out = tmp_path / "d.zarr"
     FullDisk(monkeypatch, scale_out, "write_store_region", on=2)

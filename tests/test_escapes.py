@@ -20,9 +20,8 @@ from ssmpde.cli import main
 from ssmpde.data import (FIGURE_FORMATS, check_output, figure_metadata, is_ssmpde_output,
                          load_dataset, output_lock, save)
 from ssmpde.plotting import plot_pareto
-from ssmpde.solvers import generate
-from ssmpde.solvers.generate import parts_directory
-from ssmpde.solvers.generate import _INPUT_ERRORS
+from ssmpde.generation import generate, parts_directory
+from ssmpde.generation.generate import _INPUT_ERRORS
 from ssmpde.surrogates import _count_parameters, _parameter_estimate, get_model_class, \
     instantiate
 

@@ -114,7 +114,7 @@ MAINS = """
     from ssmpde.cli import main
 
     # The imports of the first command, outside the timings.
-    import ssmpde.coupling.run, ssmpde.solvers.generate, ssmpde.surrogates.train, distributed
+    import ssmpde.coupling.run, ssmpde.generation.generate, ssmpde.surrogates.train, distributed
     from ssmpde.cli import _build_parser
     _build_parser()
 
@@ -201,7 +201,7 @@ def test_bad_scheduler_addresses_end_the_process_in_seconds(tmp_path, silent_por
 def test_a_workers_address_is_not_taken_for_the_schedulers():
     from distributed import LocalCluster
 
-    from ssmpde.solvers.scale_out import connect
+    from ssmpde.cluster import connect
 
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
         with connect(cluster.scheduler_address, timeout=10) as client:

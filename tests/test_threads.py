@@ -13,8 +13,8 @@ from ssmpde import threads
 from ssmpde.cli import main
 from ssmpde.solvers import get_solver
 
-# the module (ssmpde.solvers.generate is also the name of its function)
-generate_module = importlib.import_module("ssmpde.solvers.generate")
+# the module (ssmpde.generation.generate is also the name of its function)
+generate_module = importlib.import_module("ssmpde.generation.generate")
 
 KS = ["--resolution", "16", "--simulation-resolution", "32", "--domain-length", "22",
       "--viscosity", "1", "--time", "0.5", "--record-interval", "0.25", "--time-step", "0.05",

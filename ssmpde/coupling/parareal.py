@@ -30,7 +30,7 @@ import numpy as np
 
 from ssmpde.core import autoregressive, relative_l2
 
-from ssmpde.solvers.scale_out import MemoryKills, killed_workers
+from ssmpde.cluster import MemoryKills, killed_workers
 
 from .steps import advance, check_history, rollout, stepper_inputs
 

@@ -67,7 +67,8 @@ from .files import (
     save,
     size_bound,
 )
-from .integrity import DamagedChunk, IntegrityReport, check_file
+from .check import IntegrityReport, check_file
+from .integrity import DamagedChunk
 from .outputs import (
     DiskFullError,
     OutputLockedError,

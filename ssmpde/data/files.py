@@ -48,11 +48,14 @@ __all__ = [
     "check_output",
     "convert",
     "figure_metadata",
+    "format_of_suffix",
     "is_ssmpde_output",
     "load_dataset",
     "open_dataset",
     "save",
     "size_bound",
+    "size_bound_of",
+    "write_dataset",
 ]
 
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf")
@@ -71,7 +74,10 @@ _READ_ERRORS = (OSError, ValueError, RuntimeError, KeyError)
 # Writing
 # --------------------------------------------------------------------------------------------
 
-def _format_of_suffix(path: pathlib.Path) -> str:
+def format_of_suffix(path: pathlib.Path) -> str:
+    """The format of a dataset written to ``path``, from its suffix: ``"zarr"`` for
+    :data:`ZARR_SUFFIXES`, ``"netcdf"`` for :data:`NETCDF_SUFFIXES` (any case); a ValueError
+    listing them for any other."""
     suffix = path.suffix.lower()
     if suffix in ZARR_SUFFIXES:
         return "zarr"
@@ -194,8 +200,9 @@ def _attribute_bytes(ds: xr.Dataset) -> int:
                for key, value in owner.attrs.items())
 
 
-def _size_bound(ds: xr.Dataset, fmt: str, block: int) -> int:
-    """:func:`size_bound` of ``ds`` in ``fmt`` (from its metadata: no value is read)."""
+def size_bound_of(ds: xr.Dataset, fmt: str, block: int) -> int:
+    """:func:`size_bound` of ``ds`` written as ``fmt`` to a file system whose allocation unit
+    is ``block`` (from its metadata: no value is read)."""
     chunks = sum(math.prod(var.shape[:1]) if var.dims[:1] == (SAMPLE,) else 1
                  for var in ds.data_vars.values())
     return size_bound(fmt=fmt, data_bytes=sum(var.nbytes for var in ds.data_vars.values()),
@@ -406,8 +413,10 @@ def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLik
         :data:`FIGURE_FORMATS`; both are checked here, before any work. An existing target
         is then replaced only by an output of its own kind.
     named_format : bool
-        The caller chose the dataset's format by name (``convert --to``), so its suffix
-        need not be netCDF's or zarr's.
+        The dataset's format is settled already, so the suffix is not checked here: the
+        caller chose it by name (``convert --to``: the suffix need not be netCDF's or
+        zarr's), or read it from the suffix before (:func:`format_of_suffix`, as
+        :func:`save` and generate do).
 
     Returns
     -------
@@ -428,7 +437,7 @@ def check_output(target: str | os.PathLike, *, inputs: Iterable[str | os.PathLik
     target = pathlib.Path(os.fspath(target)).expanduser()
     if kind == "dataset":
         if not named_format:
-            _format_of_suffix(target)
+            format_of_suffix(target)
     elif kind == "figure":
         fmt = target.suffix[1:].lower()
         if fmt not in FIGURE_FORMATS:
@@ -521,25 +530,37 @@ def save(ds: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"expected an xarray.Dataset, got {type(ds).__name__}")
     target = pathlib.Path(os.fspath(path)).expanduser()
-    fmt = _format_of_suffix(target)
+    fmt = format_of_suffix(target)
     parent = target.parent
     if not parent.exists():
         raise FileNotFoundError(f"output directory '{parent}' does not exist; create it first "
                                 f"(mkdir -p {parent})")
     if not parent.is_dir():
         raise NotADirectoryError(f"cannot write '{target}': '{parent}' is not a directory")
-    check_output(target, overwrite=overwrite, kind="dataset")
+    check_output(target, overwrite=overwrite, kind="dataset", named_format=True)
+    write_dataset(ds, target, fmt, validate=validate)
+    return target
+
+
+def write_dataset(ds: xr.Dataset, target: pathlib.Path, fmt: str, *,
+                  validate: bool = True) -> None:
+    """:func:`save` after its checks of ``target``: write ``ds`` as ``fmt`` atomically.
+
+    For a caller that has applied the output policy (:func:`check_output`) to ``target``
+    itself, under :func:`~ssmpde.data.output_lock`, before its work began, and knows the
+    format (:func:`format_of_suffix`): generate's merge of its parts. The attributes are
+    checked (every dataset can move between formats) and, with ``validate``, the schema.
+    """
     _check_storable_attrs(ds)
     if validate:
         _raise_if_invalid(ds)
     _write_own(ds, target, fmt)
-    return target
 
 
 def _write_own(ds: xr.Dataset, target: pathlib.Path, fmt: str) -> None:
     """Write ``ds`` atomically as ``fmt`` (``"zarr"`` or ``"netcdf"``), whatever the suffix."""
     out = ds.drop_encoding()
-    with atomic_path(target, needed=_size_bound(out, fmt, block_size(target.parent))) as tmp:
+    with atomic_path(target, needed=size_bound_of(out, fmt, block_size(target.parent))) as tmp:
         if fmt == "zarr":
             _write_zarr(out, tmp)
         else:
@@ -776,7 +797,7 @@ def _target_format(target: pathlib.Path, to: str | None) -> str:
             foreign = ", ".join(repr(name) for name in formats.known_formats())
             raise ValueError(f"'{target}' is named as a plain HDF5 file, which several formats "
                              f"use: say which with --to (to=...), one of {foreign}")
-        return _format_of_suffix(target)
+        return format_of_suffix(target)
     if to in formats.OWN_FORMATS:
         return to
     return formats.format_named(to).NAME

@@ -21,6 +21,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
+from ssmpde.core import format_bytes
+
 __all__ = [
     "DiskFullError",
     "OutputLockedError",
@@ -46,14 +48,6 @@ _NOT_WRITES = (ValueError, TypeError, AttributeError, LookupError, AssertionErro
                ArithmeticError)
 
 
-def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(nbytes) < 1000 or unit == "PiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.3g} {unit}"
-        nbytes /= 1024
-    raise AssertionError  # pragma: no cover
-
-
 class DiskFullError(OSError):
     """A write ran out of disk space (``ENOSPC``) or quota (``EDQUOT``).
 
@@ -66,9 +60,9 @@ class DiskFullError(OSError):
     def __init__(self, path: str | os.PathLike, *, needed: int | None = None,
                  free: int | None = None, hint: str | None = None) -> None:
         self.path, self.needed, self.free, self.hint = os.fspath(path), needed, free, hint
-        room = [] if needed is None else [f"it needs up to {_size(needed)}"]
+        room = [] if needed is None else [f"it needs up to {format_bytes(needed)}"]
         if free is not None:
-            room.append(f"{_size(free)} free there")
+            room.append(f"{format_bytes(free)} free there")
         super().__init__(
             f"no space left on the disk to write '{self.path}'"
             + (f" ({', '.join(room)})" if room else "")

@@ -21,8 +21,8 @@ from .files import (
     ZARR_FORMAT,
     ZARR_SUFFIXES,
     _check_storable_attrs,
-    _format_of_suffix,
     _zarr_encoding,
+    format_of_suffix,
 )
 from .outputs import atomic_path
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
@@ -84,7 +84,7 @@ def create_store(template: xr.Dataset, path: str | os.PathLike,
     a temporary name and renamed into place, so ``path`` is either absent or fully laid out.
     """
     target = pathlib.Path(os.fspath(path)).expanduser()
-    if _format_of_suffix(target) != "zarr":
+    if format_of_suffix(target) != "zarr":
         raise ValueError(f"'{target}': parallel writes go to a zarr store; use a "
                          f"{ZARR_SUFFIXES[0]} path")
     _check_storable_attrs(template)

@@ -12,6 +12,8 @@ import netCDF4
 import numpy as np
 import xarray as xr
 
+from ssmpde.core import format_bytes
+
 from . import formats
 from .files import _open_dataset
 from .integrity import STORED_DIMS
@@ -30,17 +32,6 @@ from .schema import (
 )
 
 __all__ = ["describe"]
-
-
-def _human_size(nbytes: int) -> str:
-    if nbytes < 1024:
-        return f"{nbytes} B"
-    size = float(nbytes)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        size /= 1024
-        if size < 1024:
-            break
-    return f"{size:.1f} {unit}"
 
 
 def _disk_size(path: pathlib.Path) -> int:
@@ -180,7 +171,7 @@ def describe(path_or_ds: str | os.PathLike | xr.Dataset) -> str:
         ds = path_or_ds
         source = ds.encoding.get("source")
         header = [f"path: {source if source else '(in memory)'}", "format: xarray.Dataset",
-                  f"size uncompressed: {_human_size(ds.nbytes)}"]
+                  f"size uncompressed: {format_bytes(ds.nbytes)}"]
         return "\n".join(header + _summary(ds))
     path = pathlib.Path(os.fspath(path_or_ds)).expanduser()
     progress = store_progress(path)
@@ -191,7 +182,7 @@ def describe(path_or_ds: str | os.PathLike | xr.Dataset) -> str:
         ds = _open_dataset(path, validate=False, chunks={}, in_progress=True)
     with ds:
         header = [f"path: {path}", f"format: {_file_format(path)}",
-                  f"size on disk: {_human_size(_disk_size(path))}"]
+                  f"size on disk: {format_bytes(_disk_size(path))}"]
         if progress is None:
             return "\n".join(header + _summary(ds))
         header.append(f"status: being written, {progress.summary()}; rerun its `ssmpde "

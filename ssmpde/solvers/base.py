@@ -4,7 +4,7 @@ Every PDE lives in its own module, subclasses :class:`Solver` (steady problems) 
 :class:`TimeDependentSolver` (evolution problems), declares a frozen config dataclass and its
 dataset variables with their roles, and registers itself with :func:`register_solver`; the
 module's name goes in :data:`BUILTIN_SOLVERS`. The dataset generator
-(:mod:`ssmpde.solvers.generate`) and the coupling loops only talk to the interface here.
+(:mod:`ssmpde.generation`) and the coupling loops only talk to the interface here.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ class Solver(abc.ABC):
     """Base class of the built-in PDE solvers.
 
     A subclass sets the class attributes below and implements the three generation hooks;
-    :func:`ssmpde.solvers.generate.generate` does batching, seeding, files and progress.
+    :func:`ssmpde.generation.generate` does batching, seeding, files and progress.
 
     Class attributes
     ----------------

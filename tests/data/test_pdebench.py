@@ -23,7 +23,7 @@ from ssmpde.data import (ROLE, boundary_conditions_of, config_of, convert, load_
                          open_dataset, roles_of, save)
 from ssmpde.data.formats import pdebench
 from ssmpde.solvers import get_solver_class
-from ssmpde.solvers.generate import generate
+from ssmpde.generation import generate
 
 try:
     import h5py

@@ -488,7 +488,7 @@ def test_blow_up_raises_solver_diverged_error():
 def test_interrupted_gce_rt_generation_resumes_to_the_same_file(tmp_path):
     """Kill-and-resume: an interrupted run (after two of three batches) continues from the
     parts on disk, with another batch size, to the file an uninterrupted run writes."""
-    from .test_generate import Interrupt, assert_same_dataset
+    from generation.test_generate import Interrupt, assert_same_dataset
 
     config = dict(preset="gce-rt", resolution=8, simulation_resolution=16, final_time=0.1,
                   record_interval=0.05)

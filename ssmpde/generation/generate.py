@@ -16,9 +16,9 @@ is checked against a limit before anything is allocated; the bookkeeping of fini
 is a list of sample ranges, so a huge ``num_samples`` costs nothing until it is computed.
 
 Scale-out (``scheduler=`` or ``workers=``) runs each batch as a dask.distributed task that
-writes its own region of one zarr store: see :mod:`ssmpde.solvers.scale_out`. Both paths
+writes its own region of one zarr store: see :mod:`ssmpde.generation.scale_out`. Both paths
 share the config check of a resume, the per-batch computation and the bookkeeping of sample
-ranges (:mod:`ssmpde.solvers._batches`), so a store holds the same numbers as the
+ranges (:mod:`ssmpde.generation._batches`), so a store holds the same numbers as the
 in-process run. See ``docs/scale-out.md``.
 """
 
@@ -42,12 +42,13 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from .. import __version__, core
-from ..threads import entry_point, limit_solver
+from ..cluster import check_cluster
+from ..core import format_bytes
 from ..data import (SAMPLE, DiskFullError, atomic_path, block_size, check_output, disk_space,
-                    disk_usage, free_space, open_dataset, output_lock, remove_stale_temporaries,
-                    save)
-from ..data.files import _format_of_suffix, _size_bound
-from ..data.outputs import _size
+                    disk_usage, free_space, open_dataset, output_lock, remove_stale_temporaries)
+from ..data.files import format_of_suffix, size_bound_of, write_dataset
+from ..solvers.base import Solver, SolverDivergedError, get_solver
+from ..threads import entry_point, limit_solver
 from ._batches import (
     _batch_dataset,
     _Pace,
@@ -61,27 +62,18 @@ from ._batches import (
     _progress_unit,
     _run_config,
 )
-from .base import Solver, SolverDivergedError, get_solver
-from .scale_out import (
-    _check_cluster,
-    _generate_on_cluster,
-    _layout,
-    _refuse_store_in_progress,
-    dask_cluster,
-)
+from .scale_out import _generate_on_cluster, _layout, _refuse_store_in_progress
 
 if TYPE_CHECKING:
     from distributed import Client
 
-# dask_cluster lives in scale_out; the command line and the benchmarks import it from here.
-__all__ = ["dask_cluster", "generate", "parts_directory"]
+__all__ = ["generate", "parts_directory"]
 
 # Part files are named by their sample range [start, stop); 8 digits at least, more beyond.
 _PART = re.compile(r"^part-(\d{8,})-(\d{8,})\.nc$")
 # What an interrupted atomic write of a part or of the manifest leaves in the parts folder.
 _TEMPORARY = re.compile(r"^\.(part-\d{8,}-\d{8,}|manifest)\.tmp-[0-9a-f]{32}\.(nc|json)$")
 _MANIFEST = "manifest.json"
-_SUFFIXES = (".nc", ".nc4", ".netcdf", ".zarr")
 #: The most samples one call generates (sample indices and part names stay small).
 MAX_SAMPLES = 10 ** 9
 _RAISE_LIMIT = "raise --max-memory / SSMPDE_MAX_MEMORY"
@@ -104,19 +96,20 @@ def parts_directory(out: str | os.PathLike) -> Path:
 
 
 
-def _check_target(out: Path) -> None:
-    """Generate's own checks of ``out``, before any work: suffix and parent directory."""
-    if out.suffix not in _SUFFIXES:
-        raise ValueError(f"output {str(out)!r} has an unknown suffix: use one of "
-                         f"{', '.join(_SUFFIXES)} (netCDF4, or zarr for .zarr)")
-    if not out.parent.is_dir():
+def _check_target(out: Path | None, *, cluster: bool) -> str | None:
+    """Generate's own checks of ``out``, before any work: its format, read from its suffix
+    (the one check of the suffix in a run), a zarr store for a run on a cluster, and its
+    parent directory. The format, or None without ``out``."""
+    fmt = None if out is None else format_of_suffix(out)
+    if cluster and fmt != "zarr":
+        where = "no out" if out is None else f"out={str(out)!r}"
+        raise ValueError(f"a run on a dask cluster writes a zarr store, got {where}: pass "
+                         "out='NAME.zarr' (--out NAME.zarr), then `ssmpde convert NAME.zarr "
+                         "NAME.nc` if you want one netCDF file")
+    if out is not None and not out.parent.is_dir():
         raise FileNotFoundError(f"output directory '{out.parent}' does not exist; create it "
                                 f"first (mkdir -p {out.parent})")
-
-
-def _gib(nbytes: float) -> str:
-    value = nbytes / 2 ** 30
-    return f"{value:,.0f} GiB" if value >= 100 else f"{value:.3g} GiB"
+    return fmt
 
 
 def _check_memory(solver: Solver, num_samples: int, batch_size: int, in_memory: bool,
@@ -132,28 +125,28 @@ def _check_memory(solver: Solver, num_samples: int, batch_size: int, in_memory: 
     per_sample = int(solver.bytes_per_sample())
     if per_sample > limit:
         raise ValueError(
-            f"one sample of this configuration needs about {_gib(per_sample)} at once "
-            f"({solver.name}: {_size(solver.stored_bytes_per_sample())} stored, the rest "
-            f"solver working memory), more than the limit of {_gib(limit)}: lower the "
+            f"one sample of this configuration needs about {format_bytes(per_sample)} at once "
+            f"({solver.name}: {format_bytes(solver.stored_bytes_per_sample())} stored, the rest "
+            f"solver working memory), more than the limit of {format_bytes(limit)}: lower the "
             f"resolution, or {_RAISE_LIMIT}")
     batch = min(batch_size, num_samples)
     concurrent = max(1, min(concurrent, -(-num_samples // batch)))
     needed = concurrent * batch * per_sample
-    parts = [f"batch of {batch} x {_size(per_sample)} a sample"]
+    parts = [f"batch of {batch} x {format_bytes(per_sample)} a sample"]
     if concurrent > 1:
         parts[0] = f"{concurrent} batches at once (one a worker), each a {parts[0]}"
     if in_memory:
         held = 2 * num_samples * int(solver.stored_bytes_per_sample())
         needed += held
         parts.append(f"the in-memory result: {num_samples:_} samples x "
-                     f"{_size(held // (2 * num_samples))}, twice while they are joined")
+                     f"{format_bytes(held // (2 * num_samples))}, twice while they are joined")
     if needed > limit:
         advice = "lower --batch-size" + (", --workers" if concurrent > 1 else "") + \
             " or the resolution"
         if in_memory:
             advice += ", write to a file (out=...) instead of memory"
-        raise ValueError(f"this run needs about {_gib(needed)} at once "
-                         f"({'; '.join(parts)}), more than the limit of {_gib(limit)}: "
+        raise ValueError(f"this run needs about {format_bytes(needed)} at once "
+                         f"({'; '.join(parts)}), more than the limit of {format_bytes(limit)}: "
                          f"{advice}, or {_RAISE_LIMIT}")
 
 
@@ -180,15 +173,15 @@ class _DiskPlan:
     in_place: bool
 
     @classmethod
-    def of(cls, solver: Solver, out: Path, num_samples: int, batch_size: int,
+    def of(cls, solver: Solver, out: Path, fmt: str, num_samples: int, batch_size: int,
            run_config: dict[str, Any], *, in_place: bool) -> _DiskPlan:
+        """The plan of a run writing ``num_samples`` to ``out``, a dataset of format ``fmt``."""
         block = block_size(out.parent)
         history = _history(solver.name)
 
         def bound(samples: int, fmt: str) -> int:
-            return _size_bound(_layout(solver, samples, run_config, history), fmt, block)
+            return size_bound_of(_layout(solver, samples, run_config, history), fmt, block)
 
-        fmt = _format_of_suffix(out)
         empty, one = bound(0, "netcdf"), bound(1, "netcdf")
         output = bound(num_samples, fmt)
         return cls(out=out, num_samples=num_samples, batch_size=batch_size,
@@ -218,11 +211,12 @@ class _DiskPlan:
 
     def explain(self, done: list[tuple[int, int]]) -> str:
         missing = self.num_samples - _count(done)
-        per = _size(self.output_per_sample if self.in_place else self.per_sample)
+        per = format_bytes(self.output_per_sample if self.in_place else self.per_sample)
         if self.in_place:
             return f"{missing:_} samples x up to {per} each, written into '{self.out}'"
         return (f"{missing:_} samples x up to {per} each in part files, then the merged "
-                f"'{self.out.name}' of up to {_size(self.output)} while the parts still exist")
+                f"'{self.out.name}' of up to {format_bytes(self.output)} while the parts still "
+                "exist")
 
     def check(self, done: list[tuple[int, int]], used: int,
               max_disk: int | str | None) -> None:
@@ -240,15 +234,15 @@ class _DiskPlan:
                   "checked instead of the free space)")
         if limit is not None:
             if used + needed > limit:
-                already = f", {_size(used)} of it already written" if used else ""
-                raise ValueError(f"this run needs up to {_size(used + needed)} of disk space "
-                                 f"({self.explain(done)}{already}), more than the limit of "
-                                 f"{_size(limit)} (--max-disk / SSMPDE_MAX_DISK): {advice}")
+                already = f", {format_bytes(used)} of it already written" if used else ""
+                raise ValueError(f"this run needs up to {format_bytes(used + needed)} of disk "
+                                 f"space ({self.explain(done)}{already}), more than the limit of "
+                                 f"{format_bytes(limit)} (--max-disk / SSMPDE_MAX_DISK): {advice}")
             return
         free = free_space(self.out.parent)
         if needed > free:
-            raise ValueError(f"this run needs up to {_size(needed)} more disk space "
-                             f"({self.explain(done)}), more than the {_size(free)} free on "
+            raise ValueError(f"this run needs up to {format_bytes(needed)} more disk space "
+                             f"({self.explain(done)}), more than the {format_bytes(free)} free on "
                              f"the file system of '{self.out.parent}': {advice}")
 
     def full(self, error: DiskFullError, done: list[tuple[int, int]],
@@ -518,15 +512,15 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     per-batch path for one time step (twice: compilation and plans first, which the run
     then reuses) and advances them by a few time steps (about 0.3 s, the fastest repeat
     counting), and prints the run's projected duration before that batch starts
-    (:func:`ssmpde.solvers._batches._estimate`). Its time a step is within 2 % of a long
+    (:func:`ssmpde.generation._batches._estimate`). Its time a step is within 2 % of a long
     run's (CPU time, Navier-Stokes at 256²); the projection assumes the machine's load at
     the probe lasts: on 2 cores shared with other jobs it gave 0.64-1.47 times the measured
     time of fixed-step Navier-Stokes runs of 1-3 minutes and 0.85 times a CFL-stepped one;
     runs of a few seconds take longer than it says (per-run costs such as joining the
     batches are not timed). Steady solvers (Darcy) get
     no probe. A run whose projected time, from the probe or from its first batches,
-    exceeds :data:`ssmpde.solvers._batches.LONG_RUN_SECONDS` (one hour) gets one
-    :class:`~ssmpde.solvers._batches.LongRunWarning` instead of the line.
+    exceeds :data:`ssmpde.generation._batches.LONG_RUN_SECONDS` (one hour) gets one
+    :class:`~ssmpde.generation._batches.LongRunWarning` instead of the line.
 
     On a cluster (``scheduler`` or ``workers``), the store at ``out`` is laid out first, each
     batch is one task that writes its own samples into it, and the store records the
@@ -558,9 +552,8 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         solver = get_solver(name, preset=preset, **config)
     limit_solver(solver)
     out_path = Path(out).expanduser() if out is not None else None
-    scheduler, workers = _check_cluster(scheduler, workers, out_path)
-    if out_path is not None:
-        _check_target(out_path)
+    scheduler, workers = check_cluster(scheduler, workers)
+    fmt = _check_target(out_path, cluster=scheduler is not None)
     _check_memory(solver, num_samples, batch_size, out_path is None, max_memory,
                   concurrent=workers if scheduler == "local" else 1)
     run_config = _run_config(solver, num_samples, seed)
@@ -572,7 +565,7 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
         return xr.concat(pieces, dim=SAMPLE, data_vars="all", coords="minimal",
                          compat="identical", combine_attrs="override")
     disk_limit(max_disk)  # a malformed limit fails before any work
-    plan = _DiskPlan.of(solver, out_path.absolute(), num_samples, batch_size, run_config,
+    plan = _DiskPlan.of(solver, out_path.absolute(), fmt, num_samples, batch_size, run_config,
                         in_place=scheduler is not None)
     if scheduler is not None:
         return _generate_on_cluster(solver, seed, num_samples, batch_size, run_config,
@@ -582,7 +575,7 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
     with output_lock(out_path):
         remove_stale_temporaries(out_path)
         _refuse_store_in_progress(out_path, overwrite)
-        check_output(out_path, overwrite=overwrite, kind="dataset")
+        check_output(out_path, overwrite=overwrite, kind="dataset", named_format=True)
         parts = _Parts(out_path, run_config, overwrite=overwrite,
                        check=lambda done, used: plan.check(done, used, max_disk))
         try:
@@ -601,7 +594,7 @@ def generate(name: str | Solver, *, num_samples: int, seed: int = 0,
                         or not parts.ranges():
                     parts.remove(warn=False)
                 raise
-            _merge(parts, out_path, num_samples, overwrite)
+            _merge(parts, out_path, fmt, num_samples)
         except DiskFullError as error:
             raise plan.full(error, parts.ranges(), parts.directory) from error.__cause__
         return open_dataset(out_path)
@@ -642,7 +635,7 @@ def _run(solver: Solver, seed: int, num_samples: int, batch_size: int,
         part = batches[0] if len(batches) == 1 else xr.concat(
             batches, dim=SAMPLE, data_vars="all", coords="minimal", compat="identical",
             combine_attrs="override")
-        save(part, parts.path(first, last), validate=False)
+        write_dataset(part, parts.path(first, last), "netcdf", validate=False)
         part_batches *= 2
 
     try:
@@ -684,8 +677,9 @@ def _run(solver: Solver, seed: int, num_samples: int, batch_size: int,
     return in_memory
 
 
-def _merge(parts: _Parts, out: Path, num_samples: int, overwrite: bool) -> None:
-    """Concatenate the part files into ``out`` (atomically) and remove the parts folder."""
+def _merge(parts: _Parts, out: Path, fmt: str, num_samples: int) -> None:
+    """Concatenate the part files into ``out`` (atomically, as ``fmt``) and remove the parts
+    folder. The caller checked ``out`` against the output policy under its lock."""
     ranges = parts.ranges()
     position = 0
     for start, stop in ranges:
@@ -702,7 +696,7 @@ def _merge(parts: _Parts, out: Path, num_samples: int, overwrite: bool) -> None:
         if not np.array_equal(merged[SAMPLE].values, np.arange(num_samples)):
             raise RuntimeError(f"parts in '{parts.directory}' do not cover samples "
                                f"0..{num_samples - 1} exactly; delete the folder and rerun")
-        save(merged, out, overwrite=overwrite)
+        write_dataset(merged, out, fmt)
     finally:
         for piece in pieces:
             piece.close()

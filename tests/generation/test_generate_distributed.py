@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from ssmpde.cli import main
 from ssmpde.data import (DatasetFileError, OutputLockedError, StoreProgress, config_of,
                          open_dataset, store_progress, update_store_progress, write_store_region)
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.solvers.base import SolverDivergedError, get_solver_class
 from ssmpde.solvers.darcy import Darcy
 from ssmpde.solvers.navier_stokes import NavierStokes2D
@@ -473,7 +474,7 @@ def test_a_region_that_does_not_fit_the_layout_is_not_written(tmp_path):
 
 @given(num_samples=st.integers(1, 60), batch_size=st.integers(1, 9), data_=st.data())
 def test_progress_ranges_merge_in_any_completion_order(num_samples, batch_size, data_):
-    from ssmpde.solvers._batches import _missing
+    from ssmpde.generation._batches import _missing
 
     record = StoreProgress(config={}, history="", run_id="r", num_samples=num_samples,
                            batch_size=batch_size)

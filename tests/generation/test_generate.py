@@ -11,8 +11,7 @@ import pytest
 import xarray as xr
 
 from ssmpde.data import config_of, open_dataset, validate
-from ssmpde.solvers import generate
-from ssmpde.solvers.generate import parts_directory
+from ssmpde.generation import generate, parts_directory
 from ssmpde.solvers.navier_stokes import NavierStokes2D
 
 SMALL = dict(resolution=16, simulation_resolution=32, viscosity=1e-3, final_time=1.0,
@@ -254,7 +253,7 @@ def test_a_run_prints_its_duration_before_the_first_batch(capsys):
 
 
 def test_a_long_run_warns_before_its_first_batch(capsys):
-    from ssmpde.solvers._batches import LongRunWarning
+    from ssmpde.generation import LongRunWarning
 
     class Stopped(Watched):
         def solve_batch(self, inputs, progress=None):
@@ -275,7 +274,7 @@ def test_a_long_run_warns_before_its_first_batch(capsys):
 
 def test_the_duration_probe_costs_a_fraction_of_a_second_on_a_small_run():
     from ssmpde.solvers import get_solver
-    from ssmpde.solvers._batches import _estimate
+    from ssmpde.generation._batches import _estimate
 
     solver = get_solver("navier-stokes", **SMALL)
     _estimate(solver, 0, (0, 1), 1)  # numba's compilation: paid by the run anyway

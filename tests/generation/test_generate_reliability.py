@@ -16,8 +16,8 @@ import time
 import pytest
 
 from ssmpde.data import OutputLockedError, open_dataset
-from ssmpde.solvers import generate, get_solver
-from ssmpde.solvers.generate import parts_directory
+from ssmpde.generation import generate, parts_directory
+from ssmpde.solvers import get_solver
 
 from .helpers import assert_same_dataset
 
@@ -25,8 +25,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DARCY = dict(resolution=9, simulation_resolution=17)
 NS = dict(resolution=16, simulation_resolution=16, viscosity=1e-4, final_time=0.2,
           record_interval=0.1, time_step=0.01)
-LIMIT_MESSAGE = (r"needs about [\d.,e+-]+ GiB at once \(.*\), more than the limit of "
-                 r"[\d.,e+-]+ GiB: lower (--batch-size or )?the resolution.*raise --max-memory "
+SIZE = r"[\d.e+-]+ (?:B|[KMGTP]iB)"  # ssmpde.core.format_bytes
+LIMIT_MESSAGE = (rf"needs about {SIZE} at once \(.*\), more than the limit of "
+                 rf"{SIZE}: lower (--batch-size or )?the resolution.*raise --max-memory "
                  r"/ SSMPDE_MAX_MEMORY")
 
 
