@@ -179,12 +179,12 @@ def indicator_study(checkpoint: Path, data: Path, samples: int) -> dict:
 
     from ssmpde.coupling import Conditions, SurrogateStepper
     from ssmpde.coupling.indicators import INDICATORS, indicator_quality, make_indicator
-    from ssmpde.coupling.run import _solver_for
     from ssmpde.data import SAMPLE, TIME, open_dataset
+    from ssmpde.solvers.base import solver_of
 
     surrogate = SurrogateStepper.from_checkpoint(checkpoint)
     with open_dataset(data) as ds:
-        solver = _solver_for(surrogate.record, ds)
+        solver = solver_of(ds)  # the test set's generator: that of the training data
         sub = ds.isel({SAMPLE: slice(0, samples)}).load()
         trajectories = np.stack([sub[f].values for f in solver.fields], axis=2)
         parameters = Conditions.from_dataset(sub)

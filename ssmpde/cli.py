@@ -340,6 +340,10 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="compute the surrogate in float32 (default) or under 16-bit "
                               "autocast (relative errors per step against float32 of up to "
                               "4e-2 in bfloat16, 3e-3 in float16)")
+    rollout.add_argument("--allow-mismatch", action="store_true",
+                         help="roll out a surrogate or corrector on data of another generator "
+                              "config (equation, viscosity, forcing, grids, ...) with a "
+                              "warning, for a deliberate transfer; refused otherwise")
     warm = commands.add_parser(
         "warm-start", help="Darcy solves warm-started from a trained surrogate",
         description="Solve fresh Darcy problems by PCG from zero and from the surrogate's "
@@ -551,7 +555,8 @@ def _rollout(args: argparse.Namespace) -> int:
                            plot=args.plot, overwrite=args.overwrite, coarse=coarse,
                            pareto=args.pareto, executor=executor,
                            correctors=args.corrector, threads=args.threads,
-                           compile=args.compile or False, precision=args.precision)
+                           compile=args.compile or False, precision=args.precision,
+                           allow_mismatch=args.allow_mismatch)
     print(report(rows))  # the table, its legend, and notes such as a hand-over loss
     for path in (args.out, args.plot, args.pareto):
         if path:

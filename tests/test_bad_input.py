@@ -837,3 +837,21 @@ def test_foreign_files_that_are_no_data_are_one_line(capsys, tmp_path, monkeypat
             monkeypatch.setenv(key, value)
 
     assert_table(table, capsys, tmp_path, before_each=environment)
+
+
+def test_a_rollout_on_data_of_another_generator_is_one_line_unless_allowed(files, capsys,
+                                                                           tmp_path):
+    """A surrogate trained on ν = 1e-3 rolled out on data of ν = 2e-3: refused in one line
+    naming the viscosity; ``--allow-mismatch`` makes it a warning (a deliberate transfer)."""
+    other = tmp_path / "ns-nu2e-3.nc"
+    generate("navier-stokes", num_samples=1, seed=0, out=other, progress=False,
+             **{**NS, "viscosity": 2e-3})
+    argv = ["rollout", "--checkpoint", files["ns-run"], "--data", other, "--steps", "1",
+            "--schedule", "solver", "--coarse", "none"]
+    line = run_bad(argv, capsys, tmp_path)
+    assert "viscosity 0.001 in training, 0.002 in the data" in line
+    assert "--allow-mismatch" in line
+    from ssmpde.coupling.run import GeneratorMismatchWarning
+
+    with pytest.warns(GeneratorMismatchWarning, match="viscosity 0.001 in training"):
+        assert main([str(a) for a in argv] + ["--allow-mismatch"]) == 0

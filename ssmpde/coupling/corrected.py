@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ssmpde.solvers import get_solver
-from ssmpde.solvers.base import parse_coarsening
 from ssmpde.surrogates.checkpoint import load_checkpoint
+from ssmpde.surrogates.correction import coarse_solver
 
 from .stepper import SurrogateStepper
 from .steps import stepper_inputs
@@ -46,22 +45,21 @@ class CorrectedStepper(SurrogateStepper):
         The Stepper protocol; ``parameter_names`` holds what the solver and the model take.
     """
 
+    #: Its steps count as ``corrected`` in a rollout's report, never as ``surrogate``.
+    kind = "corrected"
+
     def __init__(self, model: torch.nn.Module, record: dict, *, coarse=None, device=None,
-                 source: str | None = None):
-        super().__init__(model, record, device=device, source=source)
+                 source: str | None = None, compile: bool | str = False,
+                 precision: str = "float32"):
+        super().__init__(model, record, device=device, source=source, compile=compile,
+                         precision=precision)
         if not self.task.correction or "correction" not in record:
             raise ValueError("this checkpoint is not a correction of a coarse solver (train "
                              "one with target='correction', --target correction --coarse SxT)")
         self.coarsening = record["correction"]["coarsening"]
         if coarse is None:
-            generator = record["dataset"].get("generator_config") or {}
-            try:
-                fine = get_solver(generator["equation"], **generator["solver"])
-            except (KeyError, TypeError) as error:
-                raise ValueError(f"the checkpoint does not record the generating solver "
-                                 f"({error!r}): it cannot rebuild the coarse solver") from None
-            space, steps = parse_coarsening(self.coarsening)
-            coarse = fine.coarsened(space=space, time=steps)
+            coarse = coarse_solver(record["dataset"].get("generator_config"), self.coarsening,
+                                   origin=f"the checkpoint {source or 'record'}")
         if tuple(coarse.simulation_grid) != tuple(self.grid):
             raise ValueError(f"the coarse solver steps a {list(coarse.simulation_grid)} grid, "
                              f"the corrector was trained on {list(self.grid)}")
@@ -99,9 +97,12 @@ class CorrectedStepper(SurrogateStepper):
         return coarse + correction.double().cpu().numpy()
 
 
-def stepper_from_checkpoint(path, device=None) -> SurrogateStepper:
+def stepper_from_checkpoint(path, device=None, *, compile: bool | str = False,
+                            precision: str = "float32") -> SurrogateStepper:
     """The Stepper a run directory holds: a :class:`CorrectedStepper` for a correction of a
-    coarse solver, a :class:`~ssmpde.coupling.stepper.SurrogateStepper` otherwise."""
+    coarse solver, a :class:`~ssmpde.coupling.stepper.SurrogateStepper` otherwise; the
+    options are those of :meth:`~ssmpde.coupling.stepper.SurrogateStepper.configure`."""
     model, record = load_checkpoint(path, device=device or "cpu")
     kind = CorrectedStepper if "correction" in record else SurrogateStepper
-    return kind(model, record, device=device, source=str(Path(path).resolve()))
+    return kind(model, record, device=device, source=str(Path(path).resolve()),
+                compile=compile, precision=precision)

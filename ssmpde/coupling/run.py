@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +14,19 @@ import xarray as xr
 from ssmpde.core import gib, high_correlation_time, memory_limit
 from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
                          output_lock, save)
-from ssmpde.solvers import get_solver
+from ssmpde.solvers.base import solver_of
 from ssmpde.threads import entry_point, limit_solver
 
 from .baseline import coarse_baselines, solver_run
-from .hybrid import (Adaptive, HybridRolloutError, Parareal, Plan, hybrid_rollout,
-                     parse_schedule, to_dataset)
 from .corrected import CorrectedStepper, stepper_from_checkpoint
+from .hybrid import hybrid_rollout, to_dataset
+from .schedules import HybridRolloutError, SurrogateOnly, parse_schedule
 from .steps import Conditions
 from .warm_start import OperatorSurrogate, warm_start
 
-__all__ = ["STEP_LEGEND", "StoredGridWarning", "report", "run_rollout", "run_warm_start"]
+__all__ = ["IGNORED_GENERATOR_FIELDS", "GeneratorMismatchWarning", "STEP_LEGEND",
+           "StoredGridWarning", "generator_differences", "report", "run_rollout",
+           "run_warm_start"]
 
 
 def _parse_samples(text: str, available: int) -> np.ndarray:
@@ -38,21 +42,87 @@ def _parse_samples(text: str, available: int) -> np.ndarray:
     return indices
 
 
-def _solver_for(record: dict, data: Path | xr.Dataset):
-    """The solver of a checkpoint's training data, from the generator config stored in the
-    checkpoint ``record``, else in ``data`` (an open dataset, or a path opened only then)."""
-    config = record.get("dataset", {}).get("generator_config")
-    if config is None and isinstance(data, xr.Dataset):
-        config = config_of(data)
-    elif config is None:
+def _trained_solver(stepper, data: Path, data_config: Mapping | None = None):
+    """The solver of a learned stepper's training data, from the generator config its
+    checkpoint records, else from that of ``data`` (``data_config``, or read from the file)."""
+    config = stepper.record.get("dataset", {}).get("generator_config")
+    if config is not None:
+        return solver_of(config, origin=f"the checkpoint {stepper.source}")
+    if data_config is None:
         with open_dataset(data) as ds:
-            config = config_of(ds)
-    try:
-        return get_solver(config["equation"], **config["solver"])
-    except (KeyError, TypeError) as error:
-        raise ValueError(f"the generator config stored with the checkpoint or dataset is "
-                         f"incomplete ({error!r} is missing or malformed): it cannot rebuild "
-                         "the solver; regenerate the data or retrain") from None
+            return solver_of(ds)
+    return solver_of(data_config, origin=f"the generator config of '{data}'")
+
+
+#: Generator-config fields (dotted below ``solver``) that may differ between a learned
+#: stepper's training data and the data it is rolled out on: which samples (``seed``,
+#: ``num_samples``), how long each trajectory runs (``solver.final_time``: a test set may be
+#: longer), and how a run was executed (``batch_size``, ``workers``, ``scheduler``,
+#: ``threads``, ``out``: not recorded today, listed so that a generator recording them stays
+#: comparable). Every other field (the equation, viscosity, forcing, grids and coarsening,
+#: time step, initial-condition distribution) must match, or ``allow_mismatch``.
+IGNORED_GENERATOR_FIELDS = frozenset({"seed", "num_samples", "batch_size", "workers",
+                                      "scheduler", "threads", "out", "solver.final_time"})
+
+
+class GeneratorMismatchWarning(UserWarning):
+    """A learned stepper rolled out, with ``allow_mismatch``, on data another generator
+    config made (a deliberate transfer)."""
+
+
+_ABSENT = object()  # a field one of two configs lacks
+
+
+def _flat(config: Mapping, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def generator_differences(trained: Mapping, data: Mapping) -> list[str]:
+    """How the generator config of a stepper's training data and that of the rollout's data
+    differ, field by field (``"viscosity 0.5 in training, 1.0 in the data"``), leaving out
+    :data:`IGNORED_GENERATOR_FIELDS`; only the equation where the equations differ."""
+    def shown(value) -> str:
+        text = json.dumps(value) if value is not _ABSENT else "absent"
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    if trained.get("equation") != data.get("equation"):
+        keys = ["equation"]
+    else:
+        trained, data = _flat(trained), _flat(data)
+        keys = [k for k in dict.fromkeys([*trained, *data])
+                if k not in IGNORED_GENERATOR_FIELDS
+                and trained.get(k, _ABSENT) != data.get(k, _ABSENT)]
+    return [f"{key.removeprefix('solver.')} {shown(trained.get(key, _ABSENT))} in training, "
+            f"{shown(data.get(key, _ABSENT))} in the data" for key in keys]
+
+
+def _check_generators(steppers, data_config: Mapping, data: Path, *,
+                      allow_mismatch: bool) -> bool:
+    """Refuse (ValueError) a learned stepper trained on data of another generator config than
+    ``data``'s, in one line naming the differences; with ``allow_mismatch`` warn instead
+    (:class:`GeneratorMismatchWarning`). True where a mismatch was allowed. A checkpoint that
+    does not record its generator config (written before it did) is not compared."""
+    allowed = False
+    for stepper in steppers:
+        trained = stepper.record.get("dataset", {}).get("generator_config")
+        differences = [] if trained is None else generator_differences(trained, data_config)
+        if not differences:
+            continue
+        message = (f"{stepper.source} was trained on data of another generator config than "
+                   f"'{data}': {'; '.join(differences)}. Roll it out on data of its own "
+                   "generator, or pass --allow-mismatch (allow_mismatch=True) for a "
+                   "deliberate transfer")
+        if not allow_mismatch:
+            raise ValueError(message)
+        warnings.warn(message, GeneratorMismatchWarning, stacklevel=4)
+        allowed = True
+    return allowed
 
 
 @entry_point("rollout")
@@ -60,7 +130,7 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                 samples: str = "0", out=None, plot=None, overwrite: bool = False,
                 coarse=None, pareto=None, executor=None, correctors=(),
                 threads: int | None = None, compile: bool | str = False,
-                precision: str = "float32") -> list[dict]:
+                precision: str = "float32", allow_mismatch: bool = False) -> list[dict]:
     """Hybrid rollouts of a trained surrogate from the first ``window`` frames of ``samples``
     of ``data`` (default: the training data), for every schedule, against the solver alone,
     beside the honest baseline: the same solver at reduced cost.
@@ -69,7 +139,15 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     corrected stepper then plays the surrogate, and its own row is ``corrected SxT`` (kind
     ``corrected``). ``correctors``: more correctors' run directories, each rolled out on its
     own beside the rest (a ``corrected SxT`` row each). Every row also has its
-    ``correlation_time`` (:func:`ssmpde.core.high_correlation_time`).
+    ``correlation_time`` (:func:`ssmpde.core.high_correlation_time`). Each run directory is
+    loaded once, also where it is both ``checkpoint`` and a corrector.
+
+    A surrogate or corrector trained on data of another generator config than ``data``'s
+    (another equation, viscosity, forcing, grids or coarsening, ...; not another seed, sample
+    count or length: :data:`IGNORED_GENERATOR_FIELDS`) is refused, in one line naming the
+    differences. ``allow_mismatch``: warn instead (:class:`GeneratorMismatchWarning`), for a
+    deliberate transfer; the solver, and so the reference, is then the one that made
+    ``data``.
 
     Returns one row per schedule (and for "solver" and "surrogate", and per coarse solver):
     ``kind``, relative L2 at the final step, wall time (``seconds``; for parareal also its
@@ -92,27 +170,30 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     # Each schedule is parsed once, here: a bad one fails before any work.
     plans = {schedule: parse_schedule(schedule)
              for schedule in dict.fromkeys(["solver", "surrogate", *schedules])}
-    surrogate = stepper_from_checkpoint(checkpoint).configure(compile=compile,
-                                                              precision=precision)
+    loaded = {}
+
+    def load(path):
+        key = Path(path).resolve()
+        if key not in loaded:
+            loaded[key] = stepper_from_checkpoint(path, compile=compile, precision=precision)
+        return loaded[key]
+
+    surrogate = load(checkpoint)
     extra = []
     for path in correctors:
-        corrector = stepper_from_checkpoint(path).configure(compile=compile,
-                                                            precision=precision)
+        corrector = load(path)
         if not isinstance(corrector, CorrectedStepper):
             raise ValueError(f"--corrector {path} is not a corrector of a coarse solver (it "
                              "was not trained with --target correction)")
         extra.append(corrector)
+    learned = list({id(s): s for s in (surrogate, *extra)}.values())
     data = Path(data or surrogate.record["dataset"]["path"])
     _check_outputs({"--out": out, "--plot": plot, "--pareto": pareto},
                    inputs=(data, checkpoint, *correctors), overwrite=overwrite)
     # The data file is opened and validated once; everything read from it comes from here.
     with open_dataset(data) as ds:
-        solver = _solver_for(surrogate.record, ds)
-        limit_solver(solver)
-        for stepper in (surrogate, *extra):
-            if abs(solver.dt - stepper.dt) > 1e-12 * max(1.0, stepper.dt):
-                raise ValueError(f"the solver's record interval {solver.dt} differs from the "
-                                 f"dt {stepper.dt} of {stepper.source}")
+        data_config = config_of(ds)
+        solver = _trained_solver(surrogate, data, data_config)
         if ds.sizes[SAMPLE] == 0:
             raise ValueError(f"'{data}' holds no samples: there is no initial state to roll "
                              "out from; generate it with --samples 1 or more, or choose "
@@ -124,14 +205,23 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
             raise ValueError(f"{data} does not hold trajectories of {list(solver.fields)}, "
                              f"the fields the solver advances (it has "
                              f"{sorted(ds.data_vars)}): use the data it was trained on")
+        # Before the record interval and the grid: the generator configs name the cause.
+        if _check_generators(learned, data_config, data, allow_mismatch=allow_mismatch):
+            # A deliberate transfer: the physics of the data is the reference.
+            solver = solver_of(data_config, origin=f"the generator config of '{data}'")
+        for stepper in learned:
+            if abs(solver.dt - stepper.dt) > 1e-12 * max(1.0, stepper.dt):
+                raise ValueError(f"the solver's record interval {solver.dt} differs from the "
+                                 f"dt {stepper.dt} of {stepper.source}")
         stored = [ds.sizes[d] for d in SPATIAL_DIMS[len(solver.grid)]]
-        hand_over = _hand_over_loss(data, stored, solver.simulation_grid)
-        if hand_over is not None:
-            warnings.warn(hand_over, StoredGridWarning, stacklevel=3)
-        for stepper in (surrogate, *extra):
+        for stepper in learned:
             if list(stepper.grid) != stored:
                 raise ValueError(f"{stepper.source} was trained on a {list(stepper.grid)} "
                                  f"grid; {data} is stored on {stored}")
+        limit_solver(solver)
+        hand_over = _hand_over_loss(data, stored, solver.simulation_grid)
+        if hand_over is not None:
+            warnings.warn(hand_over, StoredGridWarning, stacklevel=3)
         if ds.sizes[TIME] < window:
             raise ValueError(f"{data} has {ds.sizes[TIME]} frames; the surrogate needs "
                              f"{window} to start")
@@ -151,23 +241,19 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     runs = {}
     rows = [{"schedule": "solver, one run", "kind": "solver", "final_rel_l2": 0.0,
              "errors": [0.0] * steps, "seconds": seconds, "correlation_time": steps * solver.dt}]
-    runners = [(schedule, plan, surrogate) for schedule, plan in plans.items()]
-    runners += [(corrector.label, [("surrogate", 1)], corrector) for corrector in extra]
-    for schedule, plan, stepper in runners:
-        kind = _kind(plan)
-        label = schedule
-        if kind == "surrogate" and isinstance(stepper, CorrectedStepper):
-            kind, label = "corrected", stepper.label
+    runners = [(text, schedule, surrogate) for text, schedule in plans.items()]
+    runners += [(corrector.label, SurrogateOnly(), corrector) for corrector in extra]
+    for text, schedule, stepper in runners:
+        kind, label = schedule.kind(stepper.kind), schedule.label(text, stepper)
         try:
-            result = hybrid_rollout(solver, stepper, history, steps, plan, time=time,
+            result = hybrid_rollout(solver, stepper, history, steps, schedule, time=time,
                                     parameters=parameters, reference=reference,
                                     executor=executor)
         except HybridRolloutError as error:  # one schedule failing does not void the others
             rows.append({"schedule": label, "kind": kind, "failed": str(error)})
             continue
-        runs[schedule] = result
-        rows.append(_row(label, kind, result,
-                         corrected=isinstance(stepper, CorrectedStepper))
+        runs[text] = result
+        rows.append(_row(label, kind, result, learned=stepper.kind)
                     | {"correlation_time": high_correlation_time(result.frames, reference,
                                                                  solver.dt)}
                     | ({"checkpoint": stepper.source} if kind == "corrected" else {}))
@@ -242,23 +328,9 @@ def _check_outputs(outputs: dict[str, object], *, inputs, overwrite: bool) -> No
                              "other; choose a path for each")
 
 
-def _kind(plan: Plan) -> str:
-    """The report kind of a parsed schedule."""
-    if isinstance(plan, Adaptive):
-        return "adaptive"
-    if isinstance(plan, Parareal):
-        return "parareal"
-    if plan == "adaptive":
-        return "checks"
-    if plan in ([("solver", 1)], [("surrogate", 1)]):
-        return plan[0][0]
-    return "fixed"
-
-
-def _row(schedule: str, kind: str, result, *, corrected: bool = False) -> dict:
-    """The report row of a hybrid rollout. ``corrected``: the learned stepper is a corrected
-    coarse solver, whose steps (and time) count as ``corrected``, not ``surrogate``."""
-    learned = "corrected" if corrected else "surrogate"
+def _row(schedule: str, kind: str, result, *, learned: str = "surrogate") -> dict:
+    """The report row of a hybrid rollout. ``learned``: what the learned stepper's steps (and
+    time) count as, ``surrogate`` or ``corrected`` (a corrected coarse solver)."""
     steps = dict(result.steps)
     steps[learned] = steps.pop("surrogate")
     row = {"schedule": schedule, "kind": kind,
@@ -334,7 +406,7 @@ def run_warm_start(checkpoint, *, samples: int = 4, seed: int = 1_000_000,
         raise ValueError(f"--rtol must be in (0, 1), got {rtol!r}")
     surrogate = OperatorSurrogate.from_checkpoint(checkpoint)
     record = surrogate.record
-    solver = _solver_for(record, Path(record["dataset"]["path"]))
+    solver = _trained_solver(surrogate, Path(record["dataset"]["path"]))
     if getattr(solver, "name", None) != "darcy":
         raise ValueError("warm starts are for steady Darcy checkpoints")
     a = solver.coefficient(seed, range(samples))

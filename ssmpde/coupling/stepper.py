@@ -15,13 +15,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
 from ssmpde.surrogates.compiled import CompiledOnFirstCall, compile_backend
-from ssmpde.surrogates.datasets import Task
 
 __all__ = ["PRECISIONS", "SurrogateStepper"]
 
@@ -72,10 +72,18 @@ class SurrogateStepper:
         What :meth:`step` computes the model in (see :meth:`configure`).
     """
 
+    #: What its steps count as in a rollout's report (``corrected`` for a corrector).
+    kind: ClassVar[str] = "surrogate"
+    #: The name of its row when it runs alone (None: the schedule's text).
+    label: ClassVar[str | None] = None
+
     def __init__(self, model: torch.nn.Module, record: dict, *, device=None,
                  source: str | None = None, compile: bool | str = False,
                  precision: str = "float32"):
-        task = Task.from_dict(record["task"])
+        self.device = torch.device(device or "cpu")
+        self.model = model.to(self.device).eval()
+        self._wrapped = normalised_model(self.model, record)  # decodes record["task"], once
+        task = self._wrapped.task
         if task.kind != "rollout":
             raise ValueError("this checkpoint maps inputs to outputs (an operator task, e.g. "
                              "Darcy); a time-stepper needs a model trained on trajectories")
@@ -85,11 +93,8 @@ class SurrogateStepper:
         self.window = task.window
         self.parameter_names = task.conditioning
         self.grid = task.grid
-        self.device = torch.device(device or "cpu")
         self.source = source
         self.record = record
-        self.model = model.to(self.device).eval()
-        self._wrapped = normalised_model(self.model, record)
         self.configure(compile=compile, precision=precision)
 
     @classmethod

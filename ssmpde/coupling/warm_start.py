@@ -17,7 +17,6 @@ import torch.nn.functional as F
 
 from ssmpde.core import relative_l2
 from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
-from ssmpde.surrogates.datasets import Task
 
 __all__ = ["OperatorSurrogate", "warm_start"]
 
@@ -38,13 +37,13 @@ class OperatorSurrogate:
     """
 
     def __init__(self, model, record: dict, *, device=None, source: str | None = None):
-        task = Task.from_dict(record["task"])
+        self.device = torch.device(device or "cpu")
+        self._wrapped = normalised_model(model.to(self.device).eval(), record)
+        task = self._wrapped.task  # record["task"], decoded once
         if task.kind != "operator":
             raise ValueError("this checkpoint is a time-stepper (trained on trajectories); "
                              "use SurrogateStepper for it")
         self.task, self.grid, self.source, self.record = task, task.grid, source, record
-        self.device = torch.device(device or "cpu")
-        self._wrapped = normalised_model(model.to(self.device).eval(), record)
 
     @classmethod
     def from_checkpoint(cls, path, device=None) -> OperatorSurrogate:

@@ -21,7 +21,7 @@ import xarray as xr
 
 from ..core import Registry, unknown_name
 from ..data import (ENCODED_BY, ROLE, ROLES, SAMPLE, SPATIAL_DIMS, TIME, build_dataset,
-                    grid_coordinates, sample_coordinate, time_coordinate)
+                    config_of, grid_coordinates, sample_coordinate, time_coordinate)
 
 __all__ = [
     "BUILTIN_SOLVERS",
@@ -39,6 +39,7 @@ __all__ = [
     "parse_coarsening",
     "positive_finite",
     "register_solver",
+    "solver_of",
     "whole_multiple",
 ]
 
@@ -291,6 +292,70 @@ def get_solver(name: str, *, preset: str | None = None, **config: Any) -> Solver
 def list_solvers() -> list[str]:
     """Names of all registered solvers, sorted."""
     return _SOLVERS.names()
+
+
+def solver_of(source: xr.Dataset | Mapping[str, Any], *, origin: str | None = None) -> Solver:
+    """The solver that generated a dataset, rebuilt from its generator config.
+
+    The one decoding of a generator config into a solver: training, corrections, rollouts and
+    warm starts all call it, so the checks and the error are the same everywhere.
+
+    Parameters
+    ----------
+    source : xarray.Dataset or mapping
+        A dataset written by ``ssmpde generate`` (its ``ssmpde_config`` attribute is read), or
+        such a generator config itself, as a checkpoint records it
+        (``{"equation": ..., "solver": {...}, "seed": ..., "num_samples": ...}``).
+    origin : str, optional
+        Where ``source`` came from, for the error (``"the checkpoint runs/ks"``); default the
+        dataset's file.
+
+    Returns
+    -------
+    Solver
+        ``get_solver(config["equation"], **config["solver"])``.
+
+    Raises
+    ------
+    ValueError
+        One line, "cannot rebuild the solver from ...", naming what is missing or wrong.
+
+    Example
+    -------
+    >>> solver_of({"equation": "burgers", "solver": {"resolution": 32}}).grid
+    (32,)
+    """
+    if isinstance(source, xr.Dataset):
+        path = source.encoding.get("source")
+        origin = origin or (f"the generator config of '{path}'" if path
+                            else "the dataset's generator config")
+        try:
+            config = config_of(source)
+        except ValueError as error:  # SchemaError: missing, not JSON, not an object
+            problem = getattr(error, "problems", None) or [str(error)]
+            _cannot_rebuild(origin, problem[0])
+    else:
+        config = source
+        origin = origin or "the generator config"
+    if config is None:
+        _cannot_rebuild(origin, "no generator config is recorded there")
+    if not isinstance(config, Mapping):
+        _cannot_rebuild(origin, f"it is a {type(config).__name__}, not a JSON object")
+    equation, options = config.get("equation"), config.get("solver")
+    if not isinstance(equation, str):
+        _cannot_rebuild(origin, "it has no 'equation' (a registered solver's name)")
+    if not isinstance(options, Mapping):
+        _cannot_rebuild(origin, "it has no 'solver' object (the solver's options)")
+    try:
+        return get_solver(equation, **options)
+    except (TypeError, ValueError) as error:
+        _cannot_rebuild(origin, str(error))
+
+
+def _cannot_rebuild(origin: str, problem: str):
+    raise ValueError(f"cannot rebuild the solver from {origin}: {problem}; the solver is rebuilt "
+                     "from the 'equation' and 'solver' entries that 'ssmpde generate' writes, "
+                     "so regenerate the data with it, or retrain on data it wrote") from None
 
 
 def _to_json_value(value: Any) -> Any:

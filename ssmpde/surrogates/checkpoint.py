@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from ssmpde.core import autoregressive, decode_json, gib, memory_limit
@@ -53,6 +53,7 @@ class TornRunError(ValueError):
 
 
 _DAMAGED = "the run directory is damaged; start a new run"
+_UNREAD = object()  # a stamp not read yet (None is a file without one)
 _WRITTEN_BY = ("a run's config.json is written by 'ssmpde train': restore the run directory, "
                "or train it again")
 
@@ -167,10 +168,13 @@ def recover(out: Path) -> None:
     shutil.rmtree(pending)
 
 
-def _epoch_of(path: Path) -> int | None:
-    """The epoch stamp of a run file (None for files written before stamps existed)."""
+def _epoch_of(path: Path, stamp: Any = _UNREAD) -> int | None:
+    """The epoch stamp of a run file (None for files written before stamps existed);
+    ``stamp``: its value where the caller has read the file already."""
     try:
-        if path.suffix == ".safetensors":
+        if stamp is not _UNREAD:
+            value = stamp
+        elif path.suffix == ".safetensors":
             with safe_open(path, framework="pt") as handle:
                 value = (handle.metadata() or {}).get("epoch")
         else:
@@ -182,13 +186,18 @@ def _epoch_of(path: Path) -> int | None:
         raise TornRunError(f"{path} is unreadable ({error}): {_DAMAGED}") from error
 
 
-def check_consistent(out: Path, names=STAMPED) -> int | None:
-    """The epoch every file in ``names`` of ``out`` was written at; TornRunError otherwise."""
+def check_consistent(out: Path, names=STAMPED, *, stamps: dict[str, Any] | None = None
+                     ) -> int | None:
+    """The epoch every file in ``names`` of ``out`` was written at; TornRunError otherwise.
+    ``stamps``: file name → its epoch stamp, for files the caller has read already (so that
+    none is decoded twice)."""
     out = Path(out)
     if (out / PENDING / COMPLETE).exists():
         raise TornRunError(f"{out} was interrupted while saving an epoch: resume it "
                            "(ssmpde train --resume) to finish the save")
-    epochs = {name: _epoch_of(out / name) for name in names if (out / name).exists()}
+    stamps = stamps or {}
+    epochs = {name: _epoch_of(out / name, stamps.get(name, _UNREAD)) for name in names
+              if (out / name).exists()}
     stamped = {e for e in epochs.values() if e is not None}
     if len(stamped) > 1:
         listing = ", ".join(f"{name}: epoch {e}" for name, e in epochs.items())
@@ -349,11 +358,14 @@ def load_checkpoint(path, *, device: str | torch.device = "cpu"):
         model = build_model(record["model"], **record["model_config"])
     except (KeyError, TypeError) as error:
         raise ValueError(f"unreadable checkpoint config {config_path}: {error}") from error
-    try:
-        weights = load_file(weights_path)
+    try:  # the tensors and the epoch stamp in one read
+        with safe_open(weights_path, framework="pt") as handle:
+            stamp = (handle.metadata() or {}).get("epoch")
+            weights = {name: handle.get_tensor(name) for name in handle.keys()}
     except Exception as error:  # safetensors raises its own error types
         raise ValueError(f"unreadable checkpoint weights {weights_path}: {error}") from error
-    check_consistent(path, (WEIGHTS, CONFIG))
+    check_consistent(path, (WEIGHTS, CONFIG),
+                     stamps={WEIGHTS: stamp, CONFIG: record.get("epoch")})
     try:
         model.load_state_dict(weights)
     except RuntimeError as error:

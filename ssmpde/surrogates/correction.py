@@ -36,8 +36,8 @@ import torch
 
 from ssmpde.core import decode_json
 from ssmpde.data import SAMPLE, TIME, atomic_path, config_of, open_dataset
-from ssmpde.solvers.base import (SolverDivergedError, TimeDependentSolver, get_solver,
-                                 parse_coarsening)
+from ssmpde.solvers.base import (SolverDivergedError, TimeDependentSolver, parse_coarsening,
+                                 solver_of)
 
 from .datasets import Normalizer, TaskDataset
 
@@ -49,17 +49,15 @@ MANIFEST = "manifest.json"
 BLOCK = 16
 
 
-def coarse_solver(ds, coarsening: str | tuple[int, int]) -> TimeDependentSolver:
-    """The generating solver of ``ds`` coarsened by ``coarsening`` ("SxT"), checked to step
-    the stored grid itself (no hand-over through a coarser grid)."""
+def coarse_solver(source, coarsening: str | tuple[int, int], *,
+                  origin: str | None = None) -> TimeDependentSolver:
+    """The generating solver of ``source`` (a dataset, or its generator config as a checkpoint
+    records it: :func:`~ssmpde.solvers.base.solver_of`, ``origin`` naming it) coarsened by
+    ``coarsening`` ("SxT"), checked to step the stored grid itself (no hand-over through a
+    coarser grid)."""
     space, steps = (parse_coarsening(coarsening) if isinstance(coarsening, str)
                     else tuple(coarsening))
-    try:
-        config = config_of(ds)
-        fine = get_solver(config["equation"], **config["solver"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"cannot rebuild the solver that generated this dataset ({error}): a "
-                         "correction is trained on data written by 'ssmpde generate'") from None
+    fine = solver_of(source, origin=origin)
     if not isinstance(fine, TimeDependentSolver):
         raise ValueError(f"{fine.name} is a steady problem: a learned correction needs "
                          "trajectories of a time-dependent solver")

@@ -177,12 +177,11 @@ def _conditioning(ds: xr.Dataset, roles: dict[str, str], states) -> tuple[tuple,
 
 def _declared_roles(ds: xr.Dataset) -> dict[str, str]:
     """The roles the generating solver declares for its variables ({} if it is unknown)."""
-    from ssmpde.solvers import get_solver
+    from ssmpde.solvers.base import solver_of
 
     try:
-        config = config_of(ds)
-        solver = get_solver(ds.attrs["ssmpde_equation"], **config.get("solver", {}))
-    except (KeyError, TypeError, ValueError):
+        solver = solver_of(ds)
+    except ValueError:  # not written by a registered solver (a converted file, say)
         return {}
     return {name: spec.role for name, spec in solver.variables().items()}
 

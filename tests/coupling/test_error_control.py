@@ -9,7 +9,7 @@ import pytest
 
 from ssmpde.coupling import hybrid_rollout, parse_schedule, rollout
 from ssmpde.coupling.baseline import coarse_baselines, parse_coarsening, solver_run
-from ssmpde.coupling.hybrid import Adaptive, Parareal
+from ssmpde.coupling.schedules import Adaptive, CheckedAdaptive, Parareal
 from ssmpde.coupling.indicators import indicator_quality, make_indicator
 from ssmpde.coupling.parareal import parareal
 from ssmpde.plotting import pareto_front, plot_pareto
@@ -56,7 +56,7 @@ def test_parse_schedule_error_control_and_parareal():
     assert parse_schedule("adaptive:inf") == Adaptive(float("inf"), None)
     assert parse_schedule("parareal:4") == Parareal(4, None, 1e-6)
     assert parse_schedule("parareal:4:2:1e-3") == Parareal(4, 2, 1e-3)
-    assert parse_schedule("adaptive") == "adaptive"
+    assert parse_schedule("adaptive") == CheckedAdaptive()
     for bad, match in (("adaptive:x", "not a number"), ("adaptive:-1", ">= 0"),
                        ("adaptive:0.1:magic", "unknown error indicator"),
                        ("parareal", "parareal:SLICES"), ("parareal:0", "at least one slice"),

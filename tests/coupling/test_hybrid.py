@@ -9,7 +9,8 @@ import torch
 
 from ssmpde.coupling import (Checks, Conditions, SurrogateStepper, hybrid_rollout,
                              parse_schedule, rollout)
-from ssmpde.coupling.hybrid import Parareal, schedule_text
+from ssmpde.coupling.schedules import (CheckedAdaptive, Parareal, Pattern, SolverOnly,
+                                       SurrogateOnly)
 from ssmpde.data import SchemaError, config_of, open_dataset, roles_of, save
 from ssmpde.solvers import generate, get_solver
 from ssmpde.surrogates.datasets import Normalizer, Task
@@ -123,9 +124,10 @@ def test_adaptive_falls_back_on_bad_steps_and_records_why(ns_run):
 
 
 def test_pattern_schedules():
-    assert parse_schedule("surrogate:4,solver:1") == [("surrogate", 4), ("solver", 1)]
-    assert parse_schedule("solver-only") == [("solver", 1)]
-    assert parse_schedule("adaptive") == "adaptive"
+    assert parse_schedule("surrogate:4,solver:1") == Pattern((("surrogate", 4), ("solver", 1)))
+    assert parse_schedule("solver-only") == parse_schedule("solver:1") == SolverOnly()
+    assert parse_schedule("Surrogate") == SurrogateOnly()
+    assert parse_schedule("adaptive") == CheckedAdaptive()
     for bad in ("surrogate:0", "model:3", "surrogate:two", "solver,surrogate"):
         with pytest.raises(ValueError, match="bad schedule"):
             parse_schedule(bad)
@@ -324,11 +326,11 @@ def test_a_solver_that_cannot_continue_from_surrogate_frames():
                                   "parareal:4", "parareal:4:2", "parareal:4:2:0.001"])
 def test_schedule_text_reads_back_as_the_same_schedule(text):
     plan = parse_schedule(text)
-    assert parse_schedule(schedule_text(plan)) == plan
+    assert parse_schedule(plan.text()) == plan
 
 
 def test_schedule_text_of_a_parareal_tolerance_without_iterations():
-    assert schedule_text(Parareal(4, None, 1e-3)) == "parareal:4:4:0.001"
+    assert Parareal(4, None, 1e-3).text() == "parareal:4:4:0.001"
 
 
 def test_a_parsed_schedule_runs_as_its_text():
@@ -365,7 +367,7 @@ def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
     import shutil
     import sys
 
-    from ssmpde.coupling import hybrid, run
+    from ssmpde.coupling import run, schedules
 
     data, checkpoint = ns_run
     bare = tmp_path / "run"
@@ -374,7 +376,7 @@ def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
     del record["dataset"]["generator_config"]
     (bare / "config.json").write_text(json.dumps(record))
     calls = {"open": [], "roles": 0, "parse": []}
-    original_open, original_roles, parse = open_dataset, roles_of, hybrid.parse_schedule
+    original_open, original_roles, parse = open_dataset, roles_of, schedules.parse_schedule
 
     def counted_open(path, **options):
         calls["open"].append(Path(path).resolve())
@@ -399,7 +401,7 @@ def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
                 if getattr(module, attribute, None) is original:
                     monkeypatch.setattr(module, attribute, counted)
     monkeypatch.setattr(run, "parse_schedule", counted_parse)
-    monkeypatch.setattr(hybrid, "parse_schedule", counted_parse)
+    monkeypatch.setattr(schedules, "parse_schedule", counted_parse)
     rows = run.run_rollout(bare, steps=1, schedules=["surrogate:1,solver:1", "solver"],
                            coarse=[])
     assert calls["open"] == [data.resolve()] and calls["roles"] == 0
