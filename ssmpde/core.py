@@ -277,6 +277,15 @@ def format_bytes(nbytes: float) -> str:
 gib = format_bytes
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, in the plural unless there is exactly one.
+
+    >>> counted(1, "sample"), counted(4, "step"), counted(0, "frame")
+    ('1 sample', '4 steps', '0 frames')
+    """
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def check_int(name: str, value: Any, minimum: int) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool) of at least ``minimum``, else a
     ValueError naming the argument ``name``."""

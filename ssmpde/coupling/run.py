@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ssmpde.core import gib, high_correlation_time, memory_limit
+from ssmpde.core import counted, format_bytes, high_correlation_time, memory_limit
 from ssmpde.data import (SAMPLE, SPATIAL_DIMS, TIME, check_output, config_of, open_dataset,
                          output_lock, save)
 from ssmpde.solvers.base import solver_of
@@ -228,8 +228,8 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
         frame_bytes = 8 * len(indices) * len(solver.fields) * math.prod(surrogate.grid)
         needed = steps * frame_bytes * (2 + len(plans))
         if needed > memory_limit():
-            raise ValueError(f"--steps {steps} keeps about {gib(needed)} of frames, more than "
-                             f"the limit of {gib(memory_limit())}: roll out fewer steps or "
+            raise ValueError(f"--steps {steps} keeps about {format_bytes(needed)} of frames, more than "
+                             f"the limit of {format_bytes(memory_limit())}: roll out fewer steps or "
                              "samples, or raise SSMPDE_MAX_MEMORY")
         sub = ds.isel({SAMPLE: indices}).load()
         history = np.stack([sub[f].values[:, :window] for f in solver.fields], axis=2)
@@ -286,8 +286,8 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     if pareto is not None:
         from ssmpde.plotting import plot_pareto
 
-        plot_pareto(pareto, rows, title=f"{solver.name}: error after {steps} steps against "
-                    f"wall time ({len(indices)} samples)")
+        plot_pareto(pareto, rows, title=f"{solver.name}: error after {counted(steps, 'step')} "
+                    f"against wall time ({counted(len(indices), 'sample')})")
     return rows
 
 
