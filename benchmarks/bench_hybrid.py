@@ -240,6 +240,19 @@ def markdown(result: dict) -> str:
     return "\n".join(parts)
 
 
+def redraw(result: dict, images: Path) -> None:
+    """The Pareto figures of a saved comparison, drawn again from its rows (as ``rollout
+    --pareto`` draws them), without running anything."""
+    from ssmpde.coupling.run import pareto_title
+    from ssmpde.plotting import plot_pareto
+
+    for name, saved in result["problems"].items():
+        figure = images / f"pareto_{name}.png"
+        plot_pareto(figure, saved["rows"], title=pareto_title(
+            PROBLEMS[name]["solver"], saved["steps"], saved["samples"]))
+        print(f"wrote {figure}")
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=CACHE,
@@ -261,12 +274,17 @@ def main(argv=None) -> dict:
                         help="4 steps and three schedules (the smoke test)")
     parser.add_argument("--table-only", action="store_true",
                         help="print the Markdown tables of --out and stop")
+    parser.add_argument("--figures-only", action="store_true",
+                        help="redraw the Pareto figures from the rows of --out and stop")
     args = parser.parse_args(argv)
-    if args.table_only:
+    if args.table_only or args.figures_only:
         import json
 
         saved = json.loads(args.out.read_text())
-        print(markdown(saved))
+        if args.figures_only:
+            redraw(saved, args.images)
+        else:
+            print(markdown(saved))
         return saved
 
     from ssmpde.coupling.baseline import SURROGATE_KINDS, against_coarse

@@ -715,6 +715,45 @@ _MARKER_AREA = 60  # points², as matplotlib's scatter ``s``
 _ADJUST = dict(iter_lim=300, expand=(1.2, 1.5), force_static=(0.5, 1.0), force_text=(0.3, 0.6))
 
 
+def _renderer(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas
+    return (canvas if hasattr(canvas, "get_renderer") else FigureCanvasAgg(fig)).get_renderer()
+
+
+def _unstack(ax, texts) -> None:
+    """Labels that adjustText left over each other, one line apart.
+
+    adjustText pushes overlapping labels apart by forces; two labels that feel the same
+    forces (points side by side at an edge of the axes, like ``parareal:5:1`` and
+    ``parareal:5:2``) can end one over the other.  Each label, taken from the top, moves down
+    a line at a time until it covers no label placed before it."""
+    renderer = _renderer(ax.figure)
+    placed = []
+    for text in sorted(texts, key=lambda t: -ax.transData.transform(t.get_position())[1]):
+        box = text.get_window_extent(renderer)
+        while any(box.overlaps(other) for other in placed):
+            x, y = ax.transData.transform(text.get_position())
+            text.set_position(ax.transData.inverted().transform((x, y - 1.1 * box.height)))
+            box = text.get_window_extent(renderer)
+        placed.append(box)
+
+
+def _leader_lines(ax, texts, points, *, gap: float = 6.0) -> None:
+    """A thin line from each point to its label where the label moved away from it (more
+    than ``gap`` pixels between the point and the nearest edge of the label)."""
+    renderer = _renderer(ax.figure)
+    to_data = ax.transData.inverted()
+    for text, point in zip(texts, points):
+        box = text.get_window_extent(renderer)
+        x, y = ax.transData.transform(point)
+        near = (min(max(x, box.x0), box.x1), min(max(y, box.y0), box.y1))
+        if math.hypot(near[0] - x, near[1] - y) > gap:
+            (x0, y0), (x1, y1) = to_data.transform([(x, y), near])
+            ax.plot([x0, x1], [y0, y1], color="0.5", lw=0.5, zorder=2.5)
+
+
 def _pareto_figure(rows: Sequence[Mapping], *, title: str = "", floor: float | None = None,
                    dpi: int = 150):
     """Build (but do not save) the :func:`plot_pareto` figure; returns the Figure."""
@@ -774,8 +813,9 @@ def _pareto_figure(rows: Sequence[Mapping], *, title: str = "", floor: float | N
                  .transformed(to_data) for point in points]
     if band is not None:
         obstacles.append(band.get_window_extent().transformed(to_data))
-    adjust_text(texts, ax=ax, objects=obstacles, **_ADJUST,
-                arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
+    adjust_text(texts, ax=ax, objects=obstacles, **_ADJUST)
+    _unstack(ax, texts)
+    _leader_lines(ax, texts, points)
     return fig
 
 

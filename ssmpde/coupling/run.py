@@ -126,6 +126,12 @@ def _check_generators(steppers, data_config: Mapping, data: Path, *,
 
 
 @entry_point("rollout")
+def pareto_title(solver: str, steps: int, samples: int) -> str:
+    """The title of a rollout's Pareto figure (``rollout --pareto``, the benchmarks')."""
+    return (f"{solver}: error after {counted(steps, 'step')} against wall time "
+            f"({counted(samples, 'sample')})")
+
+
 def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                 samples: str = "0", out=None, plot=None, overwrite: bool = False,
                 coarse=None, pareto=None, executor=None, correctors=(),
@@ -286,8 +292,7 @@ def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
     if pareto is not None:
         from ssmpde.plotting import plot_pareto
 
-        plot_pareto(pareto, rows, title=f"{solver.name}: error after {counted(steps, 'step')} "
-                    f"against wall time ({counted(len(indices), 'sample')})")
+        plot_pareto(pareto, rows, title=pareto_title(solver.name, steps, len(indices)))
     return rows
 
 
