@@ -22,8 +22,8 @@ from ssmpde.data import (FIGURE_FORMATS, check_output, figure_metadata, is_ssmpd
 from ssmpde.plotting import plot_pareto
 from ssmpde.generation import generate, parts_directory
 from ssmpde.generation.generate import _INPUT_ERRORS
-from ssmpde.surrogates import _count_parameters, _parameter_estimate, get_model_class, \
-    instantiate
+from ssmpde.surrogates import get_model_class, instantiate
+from ssmpde.surrogates.base import _count_parameters, _parameter_estimate
 
 DARCY = dict(resolution=9, simulation_resolution=17)
 ROWS = [{"schedule": "solver", "kind": "solver", "final_rel_l2": 0.0, "seconds": 1.0},

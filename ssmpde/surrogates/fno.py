@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from torch import nn
 
-from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 
 __all__ = ["FNO", "FNOConfig"]
 
@@ -63,6 +62,7 @@ class FNOConfig(ModelConfig):
     positional_encoding: bool = True
 
     spatial_fields: ClassVar[tuple[str, ...]] = ("modes",)
+    label: ClassVar[str] = "FNO"
 
     def __post_init__(self):
         check_positive_ints("FNO", self, ("in_channels", "out_channels", "width", "depth"))
@@ -76,7 +76,7 @@ class FNOConfig(ModelConfig):
 
 
 @register_model("fno")
-class FNO(nn.Module):
+class FNO(Surrogate):
     """neuraloperator's FNO with an ssmpde config.
 
     ``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``.
@@ -94,8 +94,7 @@ class FNO(nn.Module):
     }
 
     def __init__(self, config: FNOConfig):
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         self.fno = _neuralop_fno()(
             n_modes=config.modes, in_channels=config.in_channels,
             out_channels=config.out_channels, hidden_channels=config.width,
@@ -110,8 +109,5 @@ class FNO(nn.Module):
         return state
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        expected = (self.config.in_channels, *self.config.grid)
-        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"FNO expects input [batch, {', '.join(map(str, expected))}] "
-                             f"(in_channels, *grid of its config), got {list(x.shape)}")
+        x = self.check_input(x)
         return self.fno(x)

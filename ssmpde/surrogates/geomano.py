@@ -29,7 +29,7 @@ from torch import nn
 
 from ssmpde.kernels import BACKENDS
 
-from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 from .geometry import GeometryDecoder, GeometryEncoder
 from .layers import ResidualLayer, unit_coordinates, with_coordinates
 from .s6 import CORRECTIONS, SelectiveScanMixer
@@ -91,6 +91,7 @@ class GeoMaNOConfig(ModelConfig):
     scan_backend: str = "auto"
 
     spatial_fields: ClassVar[tuple[str, ...]] = ("latent_grid",)
+    label: ClassVar[str] = "GeoMaNO"
 
     @classmethod
     def adapt(cls, task, values):
@@ -132,7 +133,7 @@ class GeoMaNOConfig(ModelConfig):
 
 
 @register_model("geomano")
-class GeoMaNO(nn.Module):
+class GeoMaNO(Surrogate):
     r"""Geometric Mamba Neural Operator.
 
     .. math:: u = \mathcal{D} \circ \mathcal{L}_T \circ \dots \circ \mathcal{L}_1 \circ
@@ -176,11 +177,7 @@ class GeoMaNO(nn.Module):
     }
 
     def __init__(self, config: GeoMaNOConfig):
-        super().__init__()
-        if not isinstance(config, GeoMaNOConfig):
-            raise TypeError(f"expected a GeoMaNOConfig, got {type(config).__name__}; use "
-                            "ssmpde.surrogates.build_model('geomano', ...)")
-        self.config = config
+        super().__init__(config)
         dims = len(config.grid)
         # The geometry the encoder sees: every point's coordinates in [0, 1] next to its
         # values, so the input-adaptive weights can group points by where they are.
@@ -206,10 +203,7 @@ class GeoMaNO(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
-        expected = (self.config.in_channels, *self.config.grid)
-        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"GeoMaNO expects input [batch, {', '.join(map(str, expected))}] "
-                             f"(in_channels, *grid of its config), got {list(x.shape)}")
+        x = self.check_input(x)
         # The layers run on channel-last tokens [batch, *latent_grid, width]: the layout of
         # every linear map, norm and scan in them, so no layer copies its tokens around.
         tokens, points = self.encoder.encode(with_coordinates(x, self.coordinates))

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -92,7 +93,7 @@ from torch import nn
 from ssmpde.kernels.cross_scan import traverse, untraverse
 from ssmpde.kernels.ssd import SSD_BACKENDS, ssd_scan
 
-from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 from .layers import (
     ResidualLayer,
     channels_first,
@@ -175,6 +176,8 @@ class LaMOConfig(ModelConfig):
     chunk_size: int = 64
     positional_embedding: bool = True
     scan_backend: str = "auto"
+
+    label: ClassVar[str] = "LaMO"
 
     @classmethod
     def adapt(cls, task, values):
@@ -327,7 +330,7 @@ class SSDMixer(nn.Module):
 
 
 @register_model("lamo")
-class LaMO(nn.Module):
+class LaMO(Surrogate):
     r"""Latent Mamba Operator on regular grids; see the module docstring.
 
     .. math:: u = \mathcal{P}^{-1} \circ \mathcal{L}_T \circ \dots \circ \mathcal{L}_1 \circ
@@ -369,11 +372,7 @@ class LaMO(nn.Module):
     }
 
     def __init__(self, config: LaMOConfig):
-        super().__init__()
-        if not isinstance(config, LaMOConfig):
-            raise TypeError(f"expected a LaMOConfig, got {type(config).__name__}; use "
-                            "ssmpde.surrogates.build_model('lamo', ...)")
-        self.config = config
+        super().__init__(config)
         dims = len(config.grid)
         self.register_buffer("coordinates", unit_coordinates(config.grid), persistent=False)
         conv = nn.Conv2d if dims == 2 else nn.Conv1d
@@ -397,10 +396,7 @@ class LaMO(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
         c = self.config
-        expected = (c.in_channels, *c.grid)
-        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"LaMO expects input [batch, {', '.join(map(str, expected))}] "
-                             f"(in_channels, *grid of its config), got {list(x.shape)}")
+        x = self.check_input(x)
         x = with_coordinates(x, self.coordinates)
         # F.pad lists (before, after) from the last axis backwards: zeros right and bottom.
         padding = [p for n, m in zip(reversed(c.grid), reversed(c.padded_grid))

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 
 __all__ = ["LeanFNO", "LeanFNOConfig", "LeanFourierLayer", "mode_limits"]
 
@@ -91,6 +91,7 @@ class LeanFNOConfig(ModelConfig):
     depth: int = 4
 
     spatial_fields: ClassVar[tuple[str, ...]] = ("modes",)
+    label: ClassVar[str] = "lean FNO"
 
     @classmethod
     def adapt(cls, task, values):
@@ -172,7 +173,7 @@ class LeanFourierLayer(nn.Module):
 
 
 @register_model("lean-fno")
-class LeanFNO(nn.Module):
+class LeanFNO(Surrogate):
     """A Fourier Neural Operator written for few operations per call; see the module docstring.
 
     ``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``.
@@ -196,11 +197,7 @@ class LeanFNO(nn.Module):
     }
 
     def __init__(self, config: LeanFNOConfig):
-        super().__init__()
-        if not isinstance(config, LeanFNOConfig):
-            raise TypeError(f"expected a LeanFNOConfig, got {type(config).__name__}; use "
-                            "ssmpde.surrogates.build_model('lean-fno', ...)")
-        self.config = config
+        super().__init__(config)
         self.lift = nn.Linear(config.in_channels, config.width)
         self.layers = nn.ModuleList(LeanFourierLayer(config.width, config.grid, config.modes)
                                     for _ in range(config.depth))
@@ -208,10 +205,7 @@ class LeanFNO(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.config
-        expected = (c.in_channels, *c.grid)
-        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"lean FNO expects input [batch, {', '.join(map(str, expected))}] "
-                             f"(in_channels, *grid of its config), got {list(x.shape)}")
+        x = self.check_input(x)
         batch = x.shape[0]
         v = torch.baddbmm(self.lift.bias[:, None], self.lift.weight.expand(batch, -1, -1),
                           x.reshape(batch, c.in_channels, -1))           # [b, width, points]

@@ -100,7 +100,7 @@ from torch import nn
 
 from ssmpde.kernels import BACKENDS
 
-from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 from .attention import GalerkinAttention, NormalizedLinearAttention, SoftmaxAttention
 from .layers import unit_coordinates
 from .s6 import BidirectionalS6, CrossS6
@@ -186,6 +186,7 @@ class MNOConfig(ModelConfig):
     scan_backend: str = "auto"
 
     spatial_fields: ClassVar[tuple[str, ...]] = ("regressor_modes",)
+    label: ClassVar[str] = "MNO"
 
     def __post_init__(self):
         check_positive_ints("MNO", self, (
@@ -542,7 +543,7 @@ _BACKBONE_CLASSES = {"galerkin": GalerkinTransformer, "gnot": GNOT, "oformer": O
 
 
 @register_model("mno")
-class MNO(nn.Module):
+class MNO(Surrogate):
     r"""Mamba Neural Operator comparison model: one of three Transformer neural-operator
     backbones with S6, its own attention or softmax attention as the token mixer; see the
     module docstring.
@@ -586,11 +587,7 @@ class MNO(nn.Module):
     }
 
     def __init__(self, config: MNOConfig):
-        super().__init__()
-        if not isinstance(config, MNOConfig):
-            raise TypeError(f"expected an MNOConfig, got {type(config).__name__}; use "
-                            "ssmpde.surrogates.build_model('mno', ...)")
-        self.config = config
+        super().__init__(config)
         coordinates = unit_coordinates(config.grid).flatten(1).T.contiguous()   # [P, d]
         self.register_buffer("coordinates", coordinates, persistent=False)
         self.backbone = _BACKBONE_CLASSES[config.backbone](config)
@@ -598,10 +595,7 @@ class MNO(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
         c = self.config
-        expected = (c.in_channels, *c.grid)
-        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"MNO expects input [batch, {', '.join(map(str, expected))}] "
-                             f"(in_channels, *grid of its config), got {list(x.shape)}")
+        x = self.check_input(x)
         values = x.flatten(2).transpose(1, 2)                              # [b, P, in]
         coordinates = self.coordinates.to(x.dtype).expand(x.shape[0], -1, -1)
         out = self.backbone(values, coordinates)                           # [b, P, out]

@@ -38,7 +38,7 @@ from torch import nn
 
 from ssmpde.kernels.s4d import s4d
 
-from . import ModelConfig, check_positive_ints, check_sizes, register_model
+from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 from .layers import unit_coordinates, with_coordinates
 
 __all__ = ["S4DLayer", "SSNO", "SSNOConfig"]
@@ -101,6 +101,7 @@ class SSNOConfig(ModelConfig):
     s4d_backend: str = "fft"
 
     input_layout: ClassVar[str] = "history"
+    label: ClassVar[str] = "SS-NO"
 
     @property
     def blocks_before_memory(self) -> int:
@@ -207,7 +208,7 @@ class _PointwiseMLP(nn.Module):
 
 
 @register_model("ssno")
-class SSNO(nn.Module):
+class SSNO(Surrogate):
     """The State Space Neural Operator; see the module docstring.
 
     Takes ``[batch, window, in_channels, *grid]`` (or ``[batch, in_channels, *grid]`` when
@@ -223,11 +224,7 @@ class SSNO(nn.Module):
     }
 
     def __init__(self, config: SSNOConfig):
-        super().__init__()
-        if not isinstance(config, SSNOConfig):
-            raise TypeError(f"expected an SSNOConfig, got {type(config).__name__}; use "
-                            "ssmpde.surrogates.build_model('ssno', ...)")
-        self.config = config
+        super().__init__(config)
         dims = len(config.grid)
         self.register_buffer("coordinates", unit_coordinates(config.grid), persistent=False)
         frames = 1 if config.memory else config.window
@@ -244,13 +241,7 @@ class SSNO(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.config
-        given = list(x.shape)
-        if x.dim() == 2 + len(c.grid) and c.window == 1:
-            x = x.unsqueeze(1)
-        expected = (c.window, c.in_channels, *c.grid)
-        if x.dim() != 1 + len(expected) or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"SS-NO expects input [batch, {', '.join(map(str, expected))}] "
-                             f"(window, in_channels, *grid of its config), got {given}")
+        x = self.check_input(x)
         if not c.memory:
             v = self._lift(x.flatten(1, 2))
             for block in self.blocks:
