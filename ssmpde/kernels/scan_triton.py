@@ -154,6 +154,44 @@ def _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n, mask
 
 
 @triton.jit
+def _prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
+              HAS_R: tl.constexpr, HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr,
+              BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, DTYPE: tl.constexpr):
+    """What every kernel starts with, for its program ``(batch element, channel block)``.
+
+    Returns ``pid_b`` (int64: offsets may exceed 2**31 on large batches), ``pid_d``, the
+    block's channel and state offsets ``offs_d [BLOCK_D]``, ``offs_n [BLOCK_N]`` and their
+    masks ``mask_d``, ``mask_n``, ``mask_dn [BLOCK_D, BLOCK_N]``, the ``group`` of B/C the
+    block reads, and its parameters ``A, R, Dv, bias`` (:func:`_load_channel_parameters`).
+    """
+    pid_b = tl.program_id(0).to(tl.int64)
+    pid_d = tl.program_id(1)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_d = offs_d < channels
+    mask_n = offs_n < state
+    mask_dn = mask_d[:, None] & mask_n[None, :]
+    group = (pid_d * BLOCK_D) // channels_per_group
+    # Padded lanes read A = 0, so Ā = exp(0) = 1 there: they stay at their (zero) start.
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
+                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
+                                              DTYPE)
+    return pid_b, pid_d, offs_d, offs_n, mask_d, mask_n, mask_dn, group, A, R, Dv, bias
+
+
+@triton.jit
+def _row_tile(width, mask_dn, BLOCK_W: tl.constexpr):
+    """The column offsets ``offs_w`` of a (power-of-two padded) row, its mask ``mask_w``, the
+    ``[BLOCK_D, BLOCK_N, BLOCK_W]`` mask ``mask_dnw`` and a zero index tile ``zero_w``: loop
+    indices are plain ints under the interpreter, so comparisons with them are made on
+    ``zero_w + i`` to be tensors (masks) in both modes."""
+    offs_w = tl.arange(0, BLOCK_W)
+    mask_w = offs_w < width
+    mask_dnw = mask_dn[:, :, None] & mask_w[None, None, :]
+    return offs_w, mask_w, mask_dnw, offs_w * 0
+
+
+@triton.jit
 def _scan_fwd_kernel(
     u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, h0_ptr,
     out_ptr, states_ptr,
@@ -169,20 +207,10 @@ def _scan_fwd_kernel(
     written to ``states[b, d, chunk, n]``; the last one is the returned last state and the
     others are the backward's restart points.
     """
-    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
-    pid_d = tl.program_id(1)
-    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
-    offs_n = tl.arange(0, BLOCK_N)
+    pid_b, pid_d, offs_d, offs_n, mask_d, mask_n, mask_dn, group, A, R, Dv, bias = _prologue(
+        A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group, HAS_R, HAS_D,
+        HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
     offs_t = tl.arange(0, CHUNK)
-    mask_d = offs_d < channels
-    mask_n = offs_n < state
-    mask_dn = mask_d[:, None] & mask_n[None, :]
-    group = (pid_d * BLOCK_D) // channels_per_group
-
-    # Padded lanes read A = 0, so Ā = exp(0) = 1 there: they stay at their (zero) start.
-    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
-                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
-                                              DTYPE)
     dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
     h = tl.zeros([BLOCK_D, BLOCK_N], dtype=DTYPE)
     if HAS_H0:
@@ -251,19 +279,10 @@ def _scan_bwd_kernel(
     atomically into ``[batch, groups, state, L]`` (``ATOMIC``) or stored as one partial per
     channel block; ``dA, dR, dD`` as one partial per batch element.
     """
-    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
-    pid_d = tl.program_id(1)
-    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
-    offs_n = tl.arange(0, BLOCK_N)
+    pid_b, pid_d, offs_d, offs_n, mask_d, mask_n, mask_dn, group, A, R, Dv, bias = _prologue(
+        A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group, HAS_R, HAS_D,
+        HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
     offs_t = tl.arange(0, CHUNK)
-    mask_d = offs_d < channels
-    mask_n = offs_n < state
-    mask_dn = mask_d[:, None] & mask_n[None, :]
-    group = (pid_d * BLOCK_D) // channels_per_group
-
-    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
-                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
-                                              DTYPE)
     dn_offs = (pid_b * channels + offs_d[:, None]) * state + offs_n[None, :]
     # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
     # comparisons with them are tensors (masks) in both modes.
@@ -397,24 +416,10 @@ def _scan_2d_fwd_kernel(
     width, then the vertical pass is the elementwise ``h_i = Ā_i h_{i-1} + g_i``. The state row
     after every ``ROWS`` rows is saved to ``ckpt[b, d, k, n, w]`` for the backward.
     """
-    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
-    pid_d = tl.program_id(1)
-    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_w = tl.arange(0, BLOCK_W)
-    mask_d = offs_d < channels
-    mask_n = offs_n < state
-    mask_w = offs_w < width
-    mask_dn = mask_d[:, None] & mask_n[None, :]
-    mask_dnw = mask_dn[:, :, None] & mask_w[None, None, :]
-    group = (pid_d * BLOCK_D) // channels_per_group
-    # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
-    # comparisons with them are tensors (masks) in both modes.
-    zero_w = offs_w * 0
-
-    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
-                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
-                                              DTYPE)
+    pid_b, pid_d, offs_d, offs_n, mask_d, mask_n, mask_dn, group, A, R, Dv, bias = _prologue(
+        A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group, HAS_R, HAS_D,
+        HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
+    offs_w, mask_w, mask_dnw, zero_w = _row_tile(width, mask_dn, BLOCK_W)
 
     plane = height * width
     mask = mask_d[:, None] & mask_w[None, :]
@@ -473,24 +478,10 @@ def _scan_2d_bwd_kernel(
     ``ψ_{i,j} = φ_{i,j} + Ā_{i,j+1} ψ_{i,j+1}``; then ``∂L/∂B̄x = ψ`` and
     ``∂L/∂Ā · Ā = φ (h − g) + ψ (g − B̄x)`` (the vertical and horizontal uses of the same Ā).
     """
-    pid_b = tl.program_id(0).to(tl.int64)  # offsets may exceed 2**31 on large batches
-    pid_d = tl.program_id(1)
-    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_w = tl.arange(0, BLOCK_W)
-    mask_d = offs_d < channels
-    mask_n = offs_n < state
-    mask_w = offs_w < width
-    mask_dn = mask_d[:, None] & mask_n[None, :]
-    mask_dnw = mask_dn[:, :, None] & mask_w[None, None, :]
-    group = (pid_d * BLOCK_D) // channels_per_group
-    # Loop indices are plain ints under the interpreter: add them to a zero index tile so that
-    # comparisons with them are tensors (masks) in both modes.
-    zero_w = offs_w * 0
-
-    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
-                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
-                                              DTYPE)
+    pid_b, pid_d, offs_d, offs_n, mask_d, mask_n, mask_dn, group, A, R, Dv, bias = _prologue(
+        A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group, HAS_R, HAS_D,
+        HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
+    offs_w, mask_w, mask_dnw, zero_w = _row_tile(width, mask_dn, BLOCK_W)
 
     plane = height * width
     mask_nw = mask_n[:, None] & mask_w[None, :]
@@ -648,6 +639,21 @@ def _as_grouped(x, spatial):
     return (x.unsqueeze(1) if x.dim() == 2 + spatial else x).contiguous()
 
 
+def _grouped_b_c(B, C, spatial):
+    """``(Bg, Cg, groups, layouts)``: B and C as contiguous ``[batch, groups, state, *space]``
+    with one number of groups (a shared one expanded to the other's groups), and the layouts
+    ``(grouped, dtype)`` of the inputs, all the backward needs of them (no input tensors are
+    kept on ctx)."""
+    layouts = ((B.dim() == 3 + spatial, B.dtype), (C.dim() == 3 + spatial, C.dtype))
+    Bg, Cg = _as_grouped(B, spatial), _as_grouped(C, spatial)
+    batch, groups = Bg.shape[:2]
+    if Cg.shape[1] != groups:  # one of B, C grouped, the other shared: expand the shared
+        groups = max(groups, Cg.shape[1])
+        Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
+        Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
+    return Bg, Cg, groups, layouts
+
+
 def _reduce_grouped(part, layout, groups, num_blocks):
     """Sum a ``[batch, blocks, state, *space]`` partial into the gradient of B or C.
 
@@ -678,15 +684,9 @@ class _SelectiveScanFn(torch.autograd.Function):
     def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus,
                 reverse, chunk_size):
         u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
-        # Only the layout of B and C is needed later (no input tensors kept on ctx).
-        layouts = ((B.dim() == 4, B.dtype), (C.dim() == 4, C.dtype))
-        Bg, Cg = _as_grouped(B, 1), _as_grouped(C, 1)
+        Bg, Cg, groups, layouts = _grouped_b_c(B, C, 1)
         batch, channels, length = u.shape
-        state, groups = A.shape[1], Bg.shape[1]
-        if Cg.shape[1] != groups:  # one of B, C grouped, the other shared: expand the shared
-            groups = max(groups, Cg.shape[1])
-            Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
-            Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
+        state = A.shape[1]
         cpg = channels // groups
         block_d, launch = _tuning("scan_fwd", cpg)
         num_blocks = channels // block_d
@@ -759,15 +759,9 @@ class _SelectiveScan2dFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, delta_softplus, row_chunk):
         u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
-        # Only the layout of B and C is needed later (no input tensors kept on ctx).
-        layouts = ((B.dim() == 5, B.dtype), (C.dim() == 5, C.dtype))
-        Bg, Cg = _as_grouped(B, 2), _as_grouped(C, 2)
+        Bg, Cg, groups, layouts = _grouped_b_c(B, C, 2)
         batch, channels, height, width = u.shape
-        state, groups = A.shape[1], Bg.shape[1]
-        if Cg.shape[1] != groups:
-            groups = max(groups, Cg.shape[1])
-            Bg = Bg.expand(batch, groups, *Bg.shape[2:]).contiguous()
-            Cg = Cg.expand(batch, groups, *Cg.shape[2:]).contiguous()
+        state = A.shape[1]
         cpg = channels // groups
         block_d, launch = _tuning("scan_2d_fwd", cpg)
         num_blocks = channels // block_d
