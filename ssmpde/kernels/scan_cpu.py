@@ -27,12 +27,12 @@ Design, after mamba-ssm's CUDA kernel (Gu & Dao, 2023):
 * Speed: every kernel works on a block of up to 128 channels of one (batch, group) at a time,
   channel-last, so its innermost loops run over contiguous, independent channels that LLVM
   vectorises at full width whatever the state size (B_l, C_l are scalars there). Those loops
-  hold no libm call (Ā = 2^(Δ A log2 e) uses :func:`_exp2`, an inlined polynomial within
-  1 ulp that takes fewer operations than the exp of :func:`_exp`), and their sums may be
-  reassociated (``fastmath`` without nnan/ninf). A full block of :data:`MAX_BLOCK` channels
-  runs the forward's state loop with a constant trip count. The per-position softplus has a
-  vectorisable log1p of its own (:func:`_softplus_kernel`); the sigmoids of the backward are
-  torch's (:func:`_step_grads`).
+  hold no libm call (Ā = 2^(Δ A log2 e) uses ``exp2`` of ``kernels/_numba_cpu.py``, an
+  inlined polynomial within 1 ulp that takes fewer operations than its ``exp``), and their
+  sums may be reassociated (``fastmath`` without nnan/ninf). A full block of
+  :data:`MAX_BLOCK` channels runs the forward's state loop with a constant trip count. The
+  per-position softplus has a vectorisable log1p of its own (:func:`_softplus_kernel`); the
+  sigmoids of the backward are torch's (:func:`_step_grads`).
   (A first version vectorised over ``state`` instead; at state 16 LLVM's unrolled vector body
   never ran and the kernels were scalar, 2-3x slower.)
 * Output and gradient buffers start as NaN (the trick of flash-linear-attention's tests), so an
@@ -58,8 +58,8 @@ import math
 import numba
 import numpy as np
 import torch
-from numba import types
-from numba.extending import intrinsic, overload
+
+from ._numba_cpu import compute_dtype, exp, exp2, log1p_unit, numba_threads
 
 __all__ = ["selective_scan_2d_cpu", "selective_scan_cpu"]
 
@@ -67,213 +67,9 @@ __all__ = ["selective_scan_2d_cpu", "selective_scan_cpu"]
 SOFTPLUS_THRESHOLD = 20.0
 
 
-# ---------------------------------------------------------------------------------------
-# A vectorisable exp for the state loops. numba has no vector math library here (no SVML),
-# so np.exp is a scalar libm call that keeps every loop over ``state`` scalar; this one is
-# inlined arithmetic (Cody-Waite reduction, a polynomial, and 2^k built from its bits)
-# that LLVM vectorises. Error ≤ 1.05 ulp (float32) and 0.9 ulp (float64) against the exact
-# exp on [LO, HI].
-# ---------------------------------------------------------------------------------------
-#: The same-width integer and float types an LLVM bitcast maps between, both ways.
-_BITCASTS = {types.int32: types.float32, types.int64: types.float64,
-             types.float32: types.int32, types.float64: types.int64}
-
-
-@intrinsic
-def _bitcast(typingctx, x):  # pragma: no cover
-    """Reinterpret an int32 / int64 as float32 / float64, or a float as its integer bits
-    (an LLVM bitcast, no conversion)."""
-    ret = _BITCASTS.get(x)
-    if ret is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(ret))
-
-    return ret(x), codegen
-
-
-def _exp(x):  # pragma: no cover
-    """exp(x) for float32 / float64 scalars. In numba kernels the vectorisable polynomial of
-    :func:`_exp_overload` (within 1.5 ulp); from Python, NumPy's exp."""
-    return np.exp(x)
-
-
-def _exp_constants(dtype, degree, bias, low, ln2_hi, ln2_lo, coeffs=None):
-    """Coefficients (by default Taylor's 2/i!; the factor 2 pays for the 2^(k-1) below), the
-    range and ln 2 split.
-
-    ``ln2_hi`` has few enough significant bits that k · ln2_hi is exact for every k in range
-    (Cody and Waite); ``bias`` is the IEEE exponent bias. 2^(k-1) is built as a normal number
-    from its exponent bits, which needs k - 1 ≥ 1 - bias: below ``low`` (e^low ≈ 4 × the
-    smallest normal) the result is flushed to 0, an absolute error under 3e-38 (float32) or
-    6e-308 (float64); above log(max) it is +inf.
-    """
-    high = math.log(np.finfo(dtype).max)
-    if coeffs is None:
-        coeffs = [2.0 / math.factorial(i) for i in range(degree + 1)]
-    coeffs = tuple(dtype(c) for c in coeffs)
-    return (dtype(low), dtype(high), dtype(1.0 / math.log(2.0)), dtype(ln2_hi),
-            dtype(ln2_lo), coeffs, bias)
-
-
-# float32: degree 6, fitted to 2 e^f by least squares of the relative error at 2000
-# Chebyshev nodes of |f| ≤ ln2/2 (near minimax): 2e-9 relative, 1e-7 evaluated in float32,
-# one multiply-add fewer than Taylor's degree 7 for the same accuracy (the state loops are
-# bound by these multiply-adds). float64: Taylor, remainder 5e-18 at degree 13.
-_EXP32 = _exp_constants(np.float32, 6, 127, -86.5, 0.693145751953125,
-                        1.42860682030941723212e-6,
-                        coeffs=(2.0, 2.0, 0.9999998, 0.33332843, 0.08333672, 0.016749542,
-                                0.0027658842))
-_EXP64 = _exp_constants(np.float64, 13, 1023, -707.5, 6.93147180369123816490e-01,
-                        1.90821492927058770002e-10)
-
-
 #: Reassociation lets LLVM vectorise the sums over ``state`` (y, dΔ, du); no "nnan"/"ninf",
 #: so NaN and inf keep their IEEE meaning (the NaN-filled buffers rely on it).
 _STATE_LOOP_FASTMATH = {"reassoc", "contract", "nsz"}
-
-
-@overload(_exp, jit_options={"fastmath": {"contract"}})  # no reassoc: keeps the ln2 split
-def _exp_overload(x):  # pragma: no cover
-    """exp(x) = 2^(k-1) · 2 e^f with k = round(x / ln2), f = x − k ln2 ∈ [−ln2/2, ln2/2].
-
-    NaN propagates (through f), x > log(max) gives +inf, x < LOW gives 0.
-    """
-    if not isinstance(x, types.Float):
-        return None
-    if x.bitwidth == 32:
-        low, high, log2e, ln2_hi, ln2_lo, c, bias = _EXP32
-        c0, c1, c2, c3, c4, c5, c6 = c
-        half, zero, inf = np.float32(0.5), np.float32(0.0), np.float32(np.inf)
-
-        def impl(x):
-            xc = low if x < low else (high if x > high else x)
-            k = np.floor(xc * log2e + half)
-            f = (xc - k * ln2_hi) - k * ln2_lo
-            r = (((((c6 * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-            r *= _bitcast(np.int32((np.int32(k) + np.int32(bias - 1)) << np.int32(23)))
-            r = zero if x < low else r
-            return inf if x > high else r
-
-        return impl
-    low, high, log2e, ln2_hi, ln2_lo, c, bias = _EXP64
-    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = c
-
-    def impl(x):
-        xc = low if x < low else (high if x > high else x)
-        k = np.floor(xc * log2e + 0.5)
-        f = (xc - k * ln2_hi) - k * ln2_lo
-        r = ((((((c13 * f + c12) * f + c11) * f + c10) * f + c9) * f + c8) * f + c7) * f + c6
-        r = (((((r * f + c5) * f + c4) * f + c3) * f + c2) * f + c1) * f + c0
-        r *= _bitcast(np.int64((np.int64(k) + np.int64(bias - 1)) << np.int64(52)))
-        r = 0.0 if x < low else r
-        return np.inf if x > high else r
-
-    return impl
-
-
-def _exp2(x):  # pragma: no cover
-    """2^x for float32 / float64 scalars. In numba kernels the polynomial of
-    :func:`_exp2_overload`; from Python, NumPy's exp2."""
-    return np.exp2(x)
-
-
-def _exp2_constants(dtype, mantissa_bits, bias, coeffs):
-    """(low, high, shifter, exponent offset, coefficients) of :func:`_exp2_overload`.
-
-    Adding the shifter 1.5 · 2^m (m mantissa bits) to |x| < 2^(m-1) rounds x to the nearest
-    integer k in the shifter's last bits, so ``bits(x + shifter) + offset`` is k + bias, the
-    exponent field of 2^k. x is clamped to [1 − bias, bias + 1]: 2^k stays a normal number
-    down to the smallest normal (2^(1-bias), the result below it, an absolute error under
-    1.2e-38 in float32 and 2.3e-308 in float64), and k = bias + 1 is the all-ones exponent,
-    +inf.
-    """
-    shifter = dtype(1.5 * 2.0 ** mantissa_bits)
-    bits = int(np.array([shifter]).view(np.int32 if dtype == np.float32 else np.int64)[0])
-    return (dtype(1 - bias), dtype(bias + 1), shifter, bias - bits,
-            tuple(dtype(c) for c in coeffs))
-
-
-# 2^f on |f| ≤ 1/2. float32: degree 6 fitted by least squares of the relative error at 4000
-# Chebyshev nodes (1.6e-8 relative with the float32 coefficients); float64: Taylor's
-# ln2^i / i!, remainder 4e-18 at degree 13.
-_EXP2_32 = _exp2_constants(np.float32, 23, 127,
-                           (1.0, 0.6931471824645996, 0.24022646248340607, 0.05550329014658928,
-                            0.009618519805371761, 0.0013399859890341759,
-                            0.00015337577497120947))
-_EXP2_64 = _exp2_constants(np.float64, 52, 1023,
-                           [math.log(2.0) ** i / math.factorial(i) for i in range(14)])
-
-
-@overload(_exp2, jit_options={"fastmath": {"contract"}})  # no reassoc: keeps the shifter
-def _exp2_overload(x):  # pragma: no cover
-    """2^x = 2^k · 2^f with k = round(x) by the shifter and f = x − k ∈ [−1/2, 1/2].
-
-    Fewer operations than :func:`_exp` (no range reduction by ln 2, no float-to-int
-    conversion, two clamps instead of four selects): the Ā of the state loops, which take
-    A log2(e) so that Ā = exp(Δ A) = 2^(Δ A log2 e). NaN propagates; x ≥ bias + 1/2 gives
-    +inf (2^x ≥ 2^(bias + 1/2) is within a factor √2 of the largest float), x below
-    1 − bias gives the smallest normal.
-    """
-    if not isinstance(x, types.Float):
-        return None
-    single = x.bitwidth == 32
-    low, high, shifter, offset, c = _EXP2_32 if single else _EXP2_64
-    integer = np.int32 if single else np.int64
-    offset, shift = integer(offset), integer(23 if single else 52)
-    top, rest = c[-1], c[-2::-1]
-
-    def impl(x):
-        xc = low if x < low else x
-        xc = high if xc > high else xc
-        t = xc + shifter
-        f = xc - (t - shifter)
-        r = top
-        for coefficient in numba.literal_unroll(rest):  # Horner
-            r = r * f + coefficient
-        return r * _bitcast(integer((_bitcast(t) + offset) << shift))
-
-    return impl
-
-
-def _log1p_unit(t):  # pragma: no cover
-    """log(1 + t) for t in [0, 1] (float32 / float64 scalars). In numba kernels the
-    vectorisable series of :func:`_log1p_unit_overload`; from Python, NumPy's log1p."""
-    return np.log1p(t)
-
-
-def _atanh_series(dtype, terms):
-    """Coefficients 2 / (2i + 1), i = 0..terms-1, of 2 atanh(s) = log((1 + s) / (1 - s))."""
-    return tuple(dtype(2.0 / (2 * i + 1)) for i in range(terms))
-
-
-# With s = t / (2 + t) ≤ 1/3 the series' remainder is below s^(2 terms) / (2 terms + 1):
-# 1e-8 (7 terms, float32) and 2e-17 (16 terms, float64) relative.
-_LOG1P32 = _atanh_series(np.float32, 7)
-_LOG1P64 = _atanh_series(np.float64, 16)
-
-
-@overload(_log1p_unit, jit_options={"fastmath": {"contract"}})
-def _log1p_unit_overload(t):  # pragma: no cover
-    """log(1 + t) = 2 atanh(s) = 2 Σ s^(2i+1) / (2i + 1), s = t / (2 + t) ∈ [0, 1/3]: one
-    division and a polynomial in s², no libm call, so loops over it vectorise."""
-    if not isinstance(t, types.Float):
-        return None
-    coeffs = _LOG1P32 if t.bitwidth == 32 else _LOG1P64
-    top = coeffs[-1]
-    rest = coeffs[-2::-1]
-    two = np.float32(2.0) if t.bitwidth == 32 else 2.0
-
-    def impl(t):
-        s = t / (two + t)
-        s2 = s * s
-        r = top
-        for c in numba.literal_unroll(rest):
-            r = r * s2 + c
-        return r * s
-
-    return impl
 
 
 @numba.njit(parallel=True, cache=True, fastmath={"contract"})
@@ -289,7 +85,7 @@ def _softplus_kernel(x, bias, out):  # pragma: no cover
         o_row = out[r]
         for c in range(channels):
             v = x_row[c] + bias[c]
-            soft = max(v, zero) + _log1p_unit(_exp(-abs(v)))
+            soft = max(v, zero) + log1p_unit(exp(-abs(v)))
             o_row[c] = v if v > threshold else soft
 
 
@@ -319,7 +115,7 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, D, R, b, g, 
                       dtu, y):  # pragma: no cover
     """One scan step for a channel block: h_next = Ā h_prev + Δ B u (Ā kept in ``a_out`` if
     it has rows), and y = D u + Σ_n (C h_next − R Δ B u) into ``y``.
-    ``A2`` is A log2(e), so that Ā = 2^(Δ A2) (:func:`_exp2`). ``h_prev`` and ``h_next``
+    ``A2`` is A log2(e), so that Ā = 2^(Δ A2) (:func:`exp2`). ``h_prev`` and ``h_next``
     must be different arrays (see :func:`_scan_1d_forward`)."""
     state = A2.shape[0]
     width = stop - first
@@ -340,7 +136,7 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, D, R, b, g, 
         if keep_a:
             a_keep = a_out[n]
             for c in range(width):
-                a = _exp2(dt_row[c] * a_row[c])
+                a = exp2(dt_row[c] * a_row[c])
                 a_keep[c] = a
                 bx = dtu[c] * bn
                 hv = a * hp[c] + bx
@@ -348,14 +144,14 @@ def _scan_1d_position(l, h_prev, h_next, a_out, u, dts, A2, Bt, Ct, D, R, b, g, 
                 y[c] += cn * hv - r_row[c] * bx
         elif width == _FULL_BLOCK:
             for c in range(_FULL_BLOCK):
-                a = _exp2(dt_row[c] * a_row[c])
+                a = exp2(dt_row[c] * a_row[c])
                 bx = dtu[c] * bn
                 hv = a * hp[c] + bx
                 hn[c] = hv
                 y[c] += cn * hv - r_row[c] * bx
         else:
             for c in range(width):
-                a = _exp2(dt_row[c] * a_row[c])
+                a = exp2(dt_row[c] * a_row[c])
                 bx = dtu[c] * bn
                 hv = a * hp[c] + bx
                 hn[c] = hv
@@ -570,7 +366,7 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A2, Bt, Ct, R, b, g, first, stop
             if keep:
                 g_keep = g_out[j, n]
                 for c in range(w):
-                    a = _exp2(dt_row[c] * a_row[c])
+                    a = exp2(dt_row[c] * a_row[c])
                     bx = dtu[c] * bn
                     gv = a * gr[c] + bx
                     gr[c] = gv
@@ -580,7 +376,7 @@ def _scan_2d_row(i, h_up, h_row, g_out, u, dts, A2, Bt, Ct, R, b, g, first, stop
                     y[c] += cn * hv - r_row[c] * bx
             else:
                 for c in range(w):
-                    a = _exp2(dt_row[c] * a_row[c])
+                    a = exp2(dt_row[c] * a_row[c])
                     bx = dtu[c] * bn
                     gv = a * gr[c] + bx
                     gr[c] = gv
@@ -719,7 +515,7 @@ def _scan_2d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
                         dc_sum = zero
                         for c in range(w):
                             dy = dy_row[c]
-                            a = _exp2(dt_row[c] * a2_row[c])  # recomputed: cheaper than stored
+                            a = exp2(dt_row[c] * a2_row[c])  # recomputed: cheaper than stored
                             dhn = dhc[c] + cn * dy
                             dgn = dgr[c] + dhn
                             dbx = dgn - r_row[c] * dy
@@ -770,11 +566,6 @@ def _check_one_grouping(B, C, spatial):
                          f"backend='reference'.")
 
 
-def _compute_dtype(u: torch.Tensor) -> torch.dtype:
-    """float64 for float64 inputs, float32 for everything else (half precisions included)."""
-    return torch.float64 if u.dtype == torch.float64 else torch.float32
-
-
 def _prepare(x, dtype):
     return x.detach().to(dtype).contiguous()
 
@@ -804,13 +595,13 @@ def _prepare_common(u, delta, A, B, C, D, R, z, delta_bias, spatial):
     the scan; only z needs a flag, with a dummy array so that one compiled signature serves
     both cases.
     """
-    dtype = _compute_dtype(u)
+    dtype = compute_dtype(u)
     channels, state = A.shape
     tensors = {
         "u": _channel_last(u, dtype),
         "delta": _channel_last(delta, dtype),
         "A": _prepare(A.T, dtype),
-        # Ā = 2^(Δ A log2 e) in the state loops (:func:`_exp2`); the product is formed in
+        # Ā = 2^(Δ A log2 e) in the state loops (:func:`exp2`); the product is formed in
         # float64, so A2 is A log2 e correctly rounded.
         "A2": _prepare(A.T.detach().double() * (1.0 / math.log(2.0)), dtype),
         "B": _state_last(B, spatial, dtype),
@@ -868,30 +659,6 @@ MIN_BLOCK = 16
 SCRATCH_BYTES = 32 << 20
 
 
-_numba_pool_started = False
-
-
-def _numba_threads() -> int:
-    """numba's thread count in this thread, starting numba's thread pool without touching
-    torch's.
-
-    numba's OpenMP threading layer and torch share one OpenMP runtime, and starting numba's
-    pool (its first parallel kernel, or the first ``numba.get_num_threads()``) sets that
-    runtime's thread count to numba's, which torch's parallel regions then use (e.g. 2
-    instead of ``OMP_NUM_THREADS=1``). torch's count is put back, so the first scan in a
-    process does not change how many threads torch uses from then on, nor the bits of
-    torch's thread-partitioned reductions (the gradients of LayerNorm and depthwise
-    convolution parameters): a run continued in another process stays bit-identical.
-    """
-    global _numba_pool_started
-    if _numba_pool_started:
-        return numba.get_num_threads()
-    before = torch.get_num_threads()
-    threads = numba.get_num_threads()
-    if torch.get_num_threads() != before:
-        torch.set_num_threads(before)
-    _numba_pool_started = True
-    return threads
 
 
 def _blocking(batch, groups, channels_per_group, steps, step_bytes):
@@ -908,7 +675,7 @@ def _blocking(batch, groups, channels_per_group, steps, step_bytes):
     chunk = max(1, math.isqrt(steps // 2))
     per_channel = (-(-steps // chunk) + 2 * chunk + 1) * step_bytes
     widest = max(MIN_BLOCK, min(MAX_BLOCK, SCRATCH_BYTES // per_channel // 16 * 16))
-    threads = _numba_threads()  # before any kernel: see _numba_threads
+    threads = numba_threads()  # before any kernel: see that function
     blocks = max(-(-channels_per_group // widest),
                  min(-(-channels_per_group // MIN_BLOCK),
                      -(-2 * threads // (batch * groups))))
@@ -955,7 +722,7 @@ def _input_grads(inputs, spatial, du, ddelta, dz, dA_part, dR_part, dD_part, dB_
 def _grads_fake(inputs, spatial):
     """Empty tensors shaped, laid out and typed as :func:`_input_grads` returns them."""
     u, delta, A, B, C, D, R, z, delta_bias = inputs
-    dtype = _compute_dtype(u)
+    dtype = compute_dtype(u)
     channels, state = A.shape
 
     def channel_first(x):
@@ -1030,7 +797,7 @@ def _scan_1d_fake(u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_s
     batch, channels, length = u.shape
     state = A.shape[1]
     groups = 1 if B.dim() == 3 else B.shape[1]
-    dtype = _compute_dtype(u)
+    dtype = compute_dtype(u)
     _, _, chunk = _blocking(batch, groups, channels // groups, length, state)
     saved = (batch, -(-length // chunk), state, channels) if keep else (0, 0, 0, 0)
     y_pre = (batch, length, channels) if keep and z is not None else (0, 0, 0)
@@ -1105,7 +872,7 @@ def _scan_1d_backward_op(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
 def _scan_1d_backward_fake(u, delta, A, B, C, D, R, z, delta_bias, saved, y_pre, dout, dlast,
                            delta_softplus, reverse):
     grads = _grads_fake((u, delta, A, B, C, D, R, z, delta_bias), 1)
-    return [*grads, u.new_empty(u.shape[0], *A.shape, dtype=_compute_dtype(u))]
+    return [*grads, u.new_empty(u.shape[0], *A.shape, dtype=compute_dtype(u))]
 
 
 def _setup_scan_1d(ctx, inputs, output):
@@ -1170,7 +937,7 @@ def _scan_2d_fake(u, delta, A, B, C, D, R, z, delta_bias, delta_softplus, keep):
     batch, channels, height, width = u.shape
     groups = 1 if B.dim() == 4 else B.shape[1]
     state = A.shape[1]
-    dtype = _compute_dtype(u)
+    dtype = compute_dtype(u)
     _, _, chunk = _blocking(batch, groups, channels // groups, height, width * state)
     saved = ((batch, -(-height // chunk), width, state, channels) if keep
              else (0, 0, 0, 0, 0))

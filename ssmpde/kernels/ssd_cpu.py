@@ -11,7 +11,7 @@ passes over ``[..., Q, Q]`` per head (the float64 differences, their cast, the m
 the product with the scores), about half of LaMO's forward on a CPU. Here one kernel writes W
 and one writes its gradients, with the same numerics: each difference is formed in float64,
 rounded once to the compute dtype, and exponentiated there (the inlined exp of
-:mod:`ssmpde.kernels.scan_cpu`, within 1.1 ulp); nothing above the diagonal is ever
+:func:`ssmpde.kernels._numba_cpu.exp`, within 1.1 ulp); nothing above the diagonal is ever
 exponentiated. :func:`decay_weighted_scores` is a ``torch.library`` custom operator with a fake
 implementation and a registered backward, so ``torch.compile`` traces through it.
 
@@ -28,7 +28,7 @@ import numba
 import numpy as np
 import torch
 
-from .scan_cpu import _compute_dtype, _exp, _numba_threads
+from ._numba_cpu import compute_dtype, exp, numba_threads
 
 __all__ = ["decay_weighted_scores"]
 
@@ -50,7 +50,7 @@ def _forward(running, scores, out):  # pragma: no cover
                 score_row = score[t]
                 ct = c[t]
                 for s in range(t + 1):
-                    row[s] = _exp(out.dtype.type(ct - c[s])) * score_row[s]
+                    row[s] = exp(out.dtype.type(ct - c[s])) * score_row[s]
                 for s in range(t + 1, size):
                     row[s] = zero
 
@@ -77,7 +77,7 @@ def _backward(running, scores, grad, d_running, d_scores):  # pragma: no cover
                 d_row = d_score[t]
                 row_sum = 0.0
                 for s in range(t + 1):
-                    decay = _exp(grad.dtype.type(ct - c[s]))
+                    decay = exp(grad.dtype.type(ct - c[s]))
                     gl = g_row[s] * decay
                     d_row[s] += gl
                     ds = np.float64(gl * score_row[s])
@@ -91,8 +91,8 @@ def _backward(running, scores, grad, d_running, d_scores):  # pragma: no cover
 @torch.library.custom_op("ssmpde::ssd_decay_weighted_scores", mutates_args=())
 def _weighted_op(running: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     blocks, heads, size = running.shape
-    dtype = _compute_dtype(scores)
-    _numba_threads()  # before numba's first parallel kernel: see that function
+    dtype = compute_dtype(scores)
+    numba_threads()  # before numba's first parallel kernel: see that function
     out = torch.empty(blocks, heads, size, size, dtype=dtype)
     _forward(running.detach().to(torch.float64).contiguous().numpy(),
              scores.detach().to(dtype).contiguous().numpy(), out.numpy())
@@ -109,8 +109,8 @@ def _weighted_fake(running, scores):
 def _weighted_backward_op(running: torch.Tensor, scores: torch.Tensor,
                           grad: torch.Tensor) -> list[torch.Tensor]:
     blocks, heads, size = running.shape
-    dtype = _compute_dtype(scores)
-    _numba_threads()
+    dtype = compute_dtype(scores)
+    numba_threads()
     d_running = torch.empty(blocks, heads, size, dtype=torch.float64)
     d_scores = torch.empty(blocks, size, size, dtype=dtype)
     _backward(running.detach().to(torch.float64).contiguous().numpy(),
