@@ -1,6 +1,6 @@
 """SS-NO: shapes and gradients on odd grids, ablation switches, temporal memory, agreement of
 the S4D backends, exact save/load, golden output, configuration errors raised at build time
-and the preset parameter counts."""
+and the preset parameter counts (the contract of every model: test_contract.py)."""
 
 import json
 from pathlib import Path
@@ -339,7 +339,6 @@ def test_golden_output():
     (dict(width=0), "width must be a positive integer, got 0"),
     (dict(state_size=2.5), "state_size must be a positive integer, got 2.5"),
     (dict(learn_damping="yes"), "learn_damping must be true or false, got 'yes'"),
-    (dict(widht=8), "did you mean 'width'"),
 ])
 def test_bad_configs_fail_at_build_time(overrides, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")
@@ -358,11 +357,6 @@ def test_wrong_input_shape_names_the_expected_one():
     single = tiny()
     with pytest.raises(ValueError, match=r"expects input \[batch, 1, 1, 9, 13\]"):
         single(torch.randn(2, 2, 9, 13))
-
-
-def test_unknown_preset():
-    with pytest.raises(ValueError, match="unknown preset 'kss' for ssno.*ks, torus"):
-        build_model("ssno", preset="kss")
 
 
 # ---------------------------------------------------------------------------------------
