@@ -273,10 +273,6 @@ def format_bytes(nbytes: float) -> str:
     raise AssertionError  # pragma: no cover
 
 
-#: The former name of :func:`format_bytes` (some modules still import it by this name).
-gib = format_bytes
-
-
 def counted(count: int, noun: str) -> str:
     """``count`` and ``noun``, in the plural unless there is exactly one.
 

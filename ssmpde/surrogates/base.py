@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from ssmpde.core import Registry, decode_json, gib, memory_limit
+from ssmpde.core import Registry, decode_json, format_bytes, memory_limit
 
 __all__ = ["BUILTIN_MODELS", "ModelConfig", "Surrogate", "build_model", "check_positive_ints",
            "check_sizes", "config_from_dict", "describe_models", "get_model_class",
@@ -346,8 +346,9 @@ def instantiate(name: str, config) -> Surrogate:
     if needed > limit:
         about = "" if exact else "at least "
         raise ValueError(f"{name} with this config has {about}{count:,} parameters and needs "
-                         f"{about or 'about '}{gib(needed)} to train, more than the limit of "
-                         f"{gib(limit)}: lower width/depth, or raise SSMPDE_MAX_MEMORY")
+                         f"{about or 'about '}{format_bytes(needed)} to train, more than the "
+                         f"limit of {format_bytes(limit)}: lower width/depth, or raise "
+                         "SSMPDE_MAX_MEMORY")
     return cls(config)
 
 

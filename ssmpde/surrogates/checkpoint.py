@@ -26,7 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ssmpde.core import autoregressive, decode_json, gib, memory_limit
+from ssmpde.core import autoregressive, decode_json, format_bytes, memory_limit
 from ssmpde.data import atomic_path, disk_space
 
 from . import build_model
@@ -322,8 +322,9 @@ def _task_memory_problem(task: dict) -> str | None:
     if needed > limit:
         return (f"its task (window {task.get('window', 1)}, horizon {task.get('horizon', 1)}, "
                 f"{fields + extra - 1} channels, grid {task['grid']}) needs at least "
-                f"{gib(needed)} for one sample, more than the limit of {gib(limit)}: the file "
-                "was changed after training (restore it), or raise SSMPDE_MAX_MEMORY")
+                f"{format_bytes(needed)} for one sample, more than the limit of "
+                f"{format_bytes(limit)}: the file was changed after training (restore it), "
+                "or raise SSMPDE_MAX_MEMORY")
     return None
 
 

@@ -138,7 +138,7 @@ def check_declared_memory(path: pathlib.Path, what: str, nbytes: int) -> None:
         If ``nbytes`` exceeds :func:`ssmpde.core.memory_limit` (80 % of the memory available,
         or ``SSMPDE_MAX_MEMORY``); the message names the file and both sizes.
     """
-    from ssmpde.core import gib, memory_limit
+    from ssmpde.core import format_bytes, memory_limit
 
     from ..schema import DatasetFileError
 
@@ -149,7 +149,8 @@ def check_declared_memory(path: pathlib.Path, what: str, nbytes: int) -> None:
         size = f" (the file holds {path.stat().st_size} bytes)"
     except OSError:
         size = ""
-    raise DatasetFileError(f"'{path}' declares {what}: opening it needs {gib(nbytes)} of memory, "
-                           f"more than the {gib(limit)} that may be used (80% of the memory "
+    raise DatasetFileError(f"'{path}' declares {what}: opening it needs "
+                           f"{format_bytes(nbytes)} of memory, more than the "
+                           f"{format_bytes(limit)} that may be used (80% of the memory "
                            f"available, or SSMPDE_MAX_MEMORY){size}. Its header is damaged or "
                            "wrong: check the file, or open it where that much memory is free")
