@@ -123,14 +123,6 @@ def _zero_output(model: torch.nn.Module) -> None:
 
 
 @pytest.fixture(scope="module")
-def ks_data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ks") / "ks.nc"
-    generate("kuramoto-sivashinsky", num_samples=6, seed=0, out=path, preset="lpsda",
-             resolution=64, simulation_resolution=128, final_time=0.5, progress=False)
-    return path
-
-
-@pytest.fixture(scope="module")
 def ks_corrector(ks_data, tmp_path_factory):
     run = tmp_path_factory.mktemp("runs") / "ks-2x5"
     train("fno", ks_data, out=run, preset="burgers", progress=False,

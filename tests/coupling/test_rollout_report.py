@@ -10,17 +10,7 @@ import pytest
 from ssmpde.cli import _format_warning, main
 from ssmpde.coupling.run import (STEP_LEGEND, StoredGridWarning, _hand_over_loss, describe,
                                  report, run_rollout)
-from ssmpde.solvers import generate
 from ssmpde.surrogates.train import TrainConfig, train
-
-
-@pytest.fixture(scope="module")
-def ks_data(tmp_path_factory):
-    """KS stored at 64 of the 128 points it was simulated on."""
-    path = tmp_path_factory.mktemp("ks") / "ks.nc"
-    generate("kuramoto-sivashinsky", num_samples=6, seed=0, out=path, preset="lpsda",
-             resolution=64, simulation_resolution=128, final_time=0.5, progress=False)
-    return path
 
 
 @pytest.fixture(scope="module")
