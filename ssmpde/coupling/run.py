@@ -364,8 +364,9 @@ def describe(row: dict) -> str:
     if "solver" not in row:
         return f"{head} (the fine solver in one run: the reference)"
     if row.get("kind") == "parareal":
-        return (f"{head} ({row['iterations']} iterations, {row['fine_steps']} fine steps, "
-                f"{row['serial_seconds']:.3f} s on one core, {row['workers']} workers)")
+        return (f"{head} ({counted(row['iterations'], 'iteration')}, "
+                f"{counted(row['fine_steps'], 'fine step')}, "
+                f"{row['serial_seconds']:.3f} s on one core, {counted(row['workers'], 'worker')})")
     learned = "corrected" if "corrected" in row else "surrogate"
     return (f"{head} ({row['solver']} solver, {row[learned]} {learned}, "
             f"{row['fallback']} fallback steps)")

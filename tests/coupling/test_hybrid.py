@@ -261,7 +261,7 @@ def test_rollout_command_writes_the_rollout_and_the_figure(ns_run, tmp_path, cap
     assert "| solver, one run | solver | 0 |" in text
     assert "| surrogate:2,solver:1 | fixed |" in text
     assert "| adaptive:0.05:coarse | adaptive |" in text
-    assert "| parareal:2:1 | parareal |" in text and "1 iterations, 4 fine steps" in text
+    assert "| parareal:2:1 | parareal |" in text and "1 iteration, 4 fine steps" in text
     assert "| coarse 1x2 (grid 16x16, dt 0.02) | coarse |" in text
     assert pareto.stat().st_size > 10_000
     with open_dataset(out) as ds:
