@@ -440,8 +440,11 @@ def _cut_short(path):
     return path
 
 
-def _run_cli(argv, cwd, *, env=None, timeout=240, limit_bytes=None):
-    """``ssmpde ARGV`` in a fresh interpreter (it may crash, hang or exhaust memory there)."""
+def _run_cli(argv, cwd, *, env=None, timeout=240, limit_bytes=None, marker=None):
+    """``ssmpde ARGV`` in a fresh interpreter (it may crash, hang or exhaust memory there).
+
+    With ``marker``, ``argv`` is a list of command lines run one after the other in that
+    interpreter, ``marker`` printed to stderr between them; the exit code is the largest."""
     import os
     import subprocess
     import sys
@@ -453,7 +456,16 @@ def _run_cli(argv, cwd, *, env=None, timeout=240, limit_bytes=None):
     if limit_bytes is not None:
         preamble = ("import resource; resource.setrlimit(resource.RLIMIT_AS, "
                     f"({limit_bytes}, {limit_bytes}))\n")
-    code = preamble + f"import sys\nfrom ssmpde.cli import main\nsys.exit(main({list(argv)!r}))"
+    if marker is None:
+        code = preamble + f"import sys\nfrom ssmpde.cli import main\nsys.exit(main({list(argv)!r}))"
+    else:
+        code = preamble + (
+            "import sys\nfrom ssmpde.cli import main\ncodes = []\n"
+            f"for i, argv in enumerate({[list(a) for a in argv]!r}):\n"
+            f"    if i:\n        print({marker!r}, file=sys.stderr, flush=True)\n"
+            "    try:\n        codes.append(main(argv))\n"
+            "    except SystemExit as stop:\n        codes.append(stop.code)\n"
+            "sys.exit(max(codes))")
     environment = {**os.environ, "PYTHONPATH": root, **(env or {})}
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=timeout)
@@ -542,12 +554,21 @@ def test_half_floats_are_refused_not_a_crash(tmp_path):
         f["tensor"] = np.ones((2, 5, 16), dtype=np.float16)
         _coordinates(f, nx=16, nt=5)
     before = sorted(p.name for p in tmp_path.iterdir())
-    for argv in (["info", "half.hdf5"], ["info", "--check", "half.hdf5"],
-                 ["convert", "half.hdf5", "half.nc"],
-                 ["train", "geomano", "--data", "half.hdf5", "--out", "run", "--no-progress"]):
-        line = _one_error_line(_run_cli(argv, tmp_path))
-        assert "'half.hdf5': the dataset 'tensor' holds float16" in line, (argv, line)
-        assert sorted(p.name for p in tmp_path.iterdir()) == before, argv  # no lock, no temp
+    commands = [["info", "half.hdf5"], ["info", "--check", "half.hdf5"],
+                ["convert", "half.hdf5", "half.nc"],
+                ["train", "geomano", "--data", "half.hdf5", "--out", "run", "--no-progress"]]
+    # All four in one fresh interpreter (one import of torch, not four): a crash of any ends
+    # it with the signal's return code, and what each printed is told apart by the markers.
+    marker = "=== next command ==="
+    result = _run_cli(commands, tmp_path, marker=marker)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    outputs = result.stderr.split(marker)
+    assert len(outputs) == len(commands), result.stderr[-2000:]
+    for argv, stderr in zip(commands, outputs):
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("ssmpde: error:"), (argv, stderr)
+        assert "'half.hdf5': the dataset 'tensor' holds float16" in lines[0], (argv, lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no lock, no temp
 
 
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
