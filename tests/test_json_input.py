@@ -103,3 +103,4 @@ def test_a_run_config_with_hostile_json_names_the_file(tmp_path):
             load_checkpoint(run)
         assert str(run / "config.json") in str(error.value)
         _ours(str(error.value))
+

@@ -364,6 +364,26 @@ def test_parse_name_examples():
         "pdebench-reacdiff", {"Nu": 0.5, "Rho": 1.0})
 
 
+def test_hostile_export_metadata_is_a_dataset_file_error_naming_the_file(sources, tmp_path):
+    # The export's global attribute was decoded by json.loads: deep nesting was an internal
+    # error (RecursionError), a 5000-digit number got Python's advice.
+    from test_json_input import HOSTILE, _ours
+
+    from ssmpde.data import DatasetFileError
+
+    path = tmp_path / "export.hdf5"
+    assert main(["convert", str(sources["burgers"]), str(path), "--to", "pdebench"]) == 0
+    for name, (text, _) in HOSTILE.items():
+        with netCDF4.Dataset(path, "r+") as nc:
+            value = text.decode("latin-1") if isinstance(text, bytes) else text
+            nc.setncattr_string(pdebench.METADATA_ATTR, value)
+        with pytest.raises(DatasetFileError) as error:
+            open_dataset(path)
+        message = str(error.value)
+        assert str(path) in message and pdebench.METADATA_ATTR in message, (name, message)
+        _ours(message)
+
+
 def test_our_netcdf_is_never_taken_for_pdebench(sources):
     assert not pdebench.sniff(sources["burgers"])
     with netCDF4.Dataset(sources["burgers"]) as nc:

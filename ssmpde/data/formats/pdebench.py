@@ -64,6 +64,7 @@ from xarray.backends.locks import HDF5_LOCK
 from xarray.core import indexing
 
 from ssmpde import __version__
+from ssmpde.core import decode_json
 
 from ..integrity import DamagedChunk
 from ..schema import (BOUNDARY_CONDITIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y,
@@ -581,7 +582,10 @@ def open(path: pathlib.Path, chunks: Any) -> xr.Dataset:  # noqa: A001 (the regi
         _refuse_unwritten(path)
         attrs = file.nc.ncattrs()
         if METADATA_ATTR in attrs:
-            ds = _open_export(file, json.loads(file.nc.getncattr(METADATA_ATTR)))
+            ds = _open_export(file, decode_json(
+                path, text=file.nc.getncattr(METADATA_ATTR), error=DatasetFileError,
+                fix=f"its global attribute '{METADATA_ATTR}' is damaged: convert the source "
+                    "data again"))
         else:
             ds = _open_genuine(file, path)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
