@@ -303,7 +303,9 @@ class TaskDataset(torch.utils.data.Dataset):
     def _read(self, selector: str, sample: int, times: slice | int | None = None,
               dtype=np.float32) -> np.ndarray:
         name, frame = parse_selector(selector)
-        var = self._dataset()[name].isel({SAMPLE: sample})
+        var = self._dataset()[name]
+        if SAMPLE in var.dims:  # a field without one (The Well's constant fields) is shared
+            var = var.isel({SAMPLE: sample})
         if frame is not None:
             var = var.isel({TIME: frame})
         elif times is not None and TIME in var.dims:

@@ -393,6 +393,24 @@ def test_a_genuine_well_file_opens_as_an_ssmpde_dataset(tmp_path):
     np.testing.assert_array_equal(ds["time"].values, np.arange(4, dtype=np.float32) * 0.5)
 
 
+def test_a_model_trains_and_evaluates_on_a_genuine_well_file(tmp_path, capsys):
+    # Its constant field 'c' (a forcing with no sample dimension, as The Well stores fields
+    # that are neither sample- nor time-varying) was read per sample: "Dimensions {'sample'}
+    # do not exist".
+    _write_genuine(tmp_path / "genuine.hdf5", nx=16)
+    run = tmp_path / "run"
+    assert main(["train", "fno", "--data", str(tmp_path / "genuine.hdf5"), "--out", str(run),
+                 "--preset", "burgers", "--no-progress", "--epochs", "1", "--batch-size", "1",
+                 "--num-test", "1", "--window", "1", "--model-option", "width=4",
+                 "--model-option", "depth=1", "--model-option", "modes=[4]"]) == 0
+    record = json.loads((run / "config.json").read_text())
+    assert "c" in record["task"]["conditioning"]  # the shared field conditions the model
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--data", str(tmp_path / "genuine.hdf5")]) == 0
+    value = float(capsys.readouterr().out.split(":")[1].split()[0])
+    assert math.isfinite(value) and value > 0
+
+
 def test_a_genuine_dataset_directory_concatenates_its_files(tmp_path):
     first = tmp_path / "genuine" / "data" / "train"
     first.mkdir(parents=True)
