@@ -591,6 +591,23 @@ def test_half_floats_are_refused_not_a_crash(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no lock, no temp
 
 
+@pytest.mark.parametrize("shape", [(2, 0, 16), (0, 5, 16)], ids=["no-frames", "no-samples"])
+def test_a_file_without_frames_or_samples_is_refused(shape, tmp_path, capsys):
+    # convert --to pdebench of a 0-frame file was an internal error (IndexError); info and
+    # convert to netCDF took it silently.
+    from test_bad_input import run_bad
+
+    _needs_h5py()
+    with h5py.File(tmp_path / "empty.hdf5", "w") as f:
+        f["tensor"] = np.ones(shape, dtype=np.float32)
+        _coordinates(f, nx=16, nt=max(shape[1] - 1, 0))
+    for argv in (["info", "empty.hdf5"], ["convert", "empty.hdf5", "e.nc"],
+                 ["convert", "empty.hdf5", "e2.hdf5", "--to", "pdebench"]):
+        argv = [str(tmp_path / a) if a.startswith("e") else a for a in argv]
+        line = run_bad(argv, capsys, tmp_path)
+        assert "empty.hdf5' holds no data" in line, line
+
+
 def test_a_fifo_is_refused_not_waited_on(tmp_path):
     import os
     import subprocess

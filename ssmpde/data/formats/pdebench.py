@@ -588,6 +588,11 @@ def open(path: pathlib.Path, chunks: Any) -> xr.Dataset:  # noqa: A001 (the regi
                     "data again"))
         else:
             ds = _open_genuine(file, path)
+        empty = [f"{dim} (0)" for dim, size in ds.sizes.items() if size == 0]
+        if empty:
+            raise DatasetFileError(f"'{path}' holds no data: its arrays are empty along "
+                                   f"{', '.join(empty)}. Check that the file is a complete "
+                                   "PDEBench file")
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         file.close()
         if isinstance(exc, DatasetFileError):
