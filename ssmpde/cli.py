@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import re
+import signal
 import sys
+import threading
 import types
 import typing
 import warnings
@@ -657,11 +660,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+@contextlib.contextmanager
+def _holding_sigint():
+    """Ctrl-C held back (SIGINT blocked) in the main thread until the block ends.
+
+    For ``import torch``: its import runs Python callbacks from C++ (pybind11), and a
+    KeyboardInterrupt raised inside one ends the process with std::terminate (exit -6,
+    "terminate called after throwing an instance of 'pybind11::error_already_set'") instead
+    of reaching :func:`main` (1 in ~40 Ctrl-Cs during a plain ``import torch``, measured).
+    Held back, the interrupt arrives as the block ends: a KeyboardInterrupt that main turns
+    into one line and exit 130, at most the length of the import later.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _run(args: argparse.Namespace) -> int:
     """The command of ``args``, its errors as one line and an exit status (see main)."""
-    from .data import DatasetFileError, SchemaError
-    from .solvers.base import SolverDivergedError
-    from .surrogates.train import TrainingDivergedError
+    with _holding_sigint():  # these import torch (see _holding_sigint)
+        from .data import DatasetFileError, SchemaError
+        from .solvers.base import SolverDivergedError
+        from .surrogates.train import TrainingDivergedError
 
     handlers = {"generate": _generate, "info": _info, "convert": _convert, "models": _models,
                 "train": _train,
