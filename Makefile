@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow bench docs clean
+.PHONY: install demo test test-slow test-mkl-paths bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow
+
+# The golden pins in a fresh process under each MKL code path (Intel AVX2/AVX-512, and the
+# compatible path AMD takes): ~16 s of CPU, so CI runs it beside the 4-minute default suite.
+test-mkl-paths: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m mkl_paths tests/test_portability.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -20,6 +20,7 @@ PINS = [f"tests/surrogates/test_{name}.py::test_golden_output"
         for name in ("geomano", "lamo", "lean_fno", "mno", "ssno")]
 
 
+@pytest.mark.mkl_paths  # `make test-mkl-paths`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("branch", ["AVX2", "AVX512", "COMPATIBLE"])
 def test_golden_pins_hold_on_every_mkl_code_path(branch):
     env = {**os.environ, "MKL_CBWR": branch, "OMP_NUM_THREADS": "1"}
