@@ -26,7 +26,7 @@ from ssmpde.data import (ROLE, SAMPLE, SPATIAL_DIMS, TIME, build_dataset, grid_c
                          sample_coordinate, time_coordinate)
 from ssmpde.solvers.base import Checks
 
-from .schedules import (FALLBACK, PARAREAL, SOLVER, SURROGATE, HybridResult, Rollout, Schedule,
+from .schedules import (FALLBACK, PARAREAL, SOLVER, SURROGATE, BaseSchedule, HybridResult, Rollout,
                         as_schedule)
 from .steps import Conditions, check_history, rollout
 
@@ -34,7 +34,7 @@ __all__ = ["hybrid_rollout", "to_dataset"]
 
 
 def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
-                   schedule: str | Schedule = "surrogate:4,solver:1", *, time: float = 0.0,
+                   schedule: str | BaseSchedule = "surrogate:4,solver:1", *, time: float = 0.0,
                    parameters: Mapping[str, np.ndarray] | Conditions | None = None,
                    reference: np.ndarray | bool | None = True,
                    checks: Checks | None = None, indicator=None, coarse=None, second=None,
@@ -50,7 +50,7 @@ def hybrid_rollout(solver, surrogate, history: np.ndarray, num_steps: int,
         last values.
     history : array ``[batch, window, field, *grid]``
         At least the larger of the two windows; its last frame is at ``time``.
-    schedule : str or Schedule
+    schedule : str or BaseSchedule
         Its text (:func:`~ssmpde.coupling.schedules.parse_schedule`) or a schedule already
         parsed (a caller running one schedule many times parses it once).
     parameters : mapping or Conditions, optional

@@ -20,10 +20,10 @@ The built-in schedules, each one class registered by name (the name is its kind 
 * ``"parareal"``: ``"parareal:SLICES[:ITERATIONS[:TOL]]"``, parareal with the surrogate as
   the coarse and the solver as the fine propagator (:mod:`ssmpde.coupling.parareal`).
 
-A schedule knows how it is written (:meth:`Schedule.parse`, :meth:`Schedule.text`), its kind
-in reports (:meth:`Schedule.kind`) and how it runs: per step, which component proposes
-(:meth:`Schedule.component`) and whether a surrogate proposal is kept
-(:meth:`Schedule.reviewer`), or the whole rollout at once (:meth:`Schedule.run`, parareal).
+A schedule (:class:`BaseSchedule`) knows how it is written (``parse``, ``text``), its kind in
+reports (``kind``) and how it runs (``run``). Most choose per step: a :class:`Schedule`
+says which component proposes (:meth:`Schedule.component`) and whether a surrogate proposal
+is kept (:meth:`Schedule.reviewer`); parareal runs the rollout as a whole.
 A new schedule is one class and its ``@register_schedule("name")`` line; no caller tests
 which schedule it holds. See ``docs/hybrid.md``.
 """
@@ -45,9 +45,9 @@ from .indicators import DEFAULT_INDICATOR, INDICATORS, make_indicator
 from .parareal import PararealInfo, parareal
 from .steps import Conditions, advance
 
-__all__ = ["Adaptive", "CheckedAdaptive", "HybridResult", "HybridRolloutError", "Parareal",
-           "Pattern", "Rollout", "Schedule", "SolverOnly", "SurrogateOnly", "as_schedule",
-           "list_schedules", "parse_schedule", "register_schedule"]
+__all__ = ["Adaptive", "BaseSchedule", "CheckedAdaptive", "HybridResult", "HybridRolloutError",
+           "Parareal", "Pattern", "Rollout", "Schedule", "SolverOnly", "SurrogateOnly",
+           "as_schedule", "list_schedules", "parse_schedule", "register_schedule"]
 
 #: The components a step's frame can come from (``HybridResult.source``).
 SOLVER, SURROGATE, FALLBACK, PARAREAL = "solver", "surrogate", "fallback", "parareal"
@@ -133,8 +133,10 @@ class Rollout:
 Reviewer = Callable[[np.ndarray, np.ndarray, float], tuple[str | None, float | None]]
 
 
-class Schedule(abc.ABC):
-    """A rollout schedule: a frozen, comparable object registered by name.
+class BaseSchedule(abc.ABC):
+    """A rollout schedule: a frozen, comparable object registered by name, that runs a
+    whole rollout (:meth:`run`). Most schedules choose a component per step: they derive
+    from :class:`Schedule`; parareal runs the rollout as a whole and derives from this.
 
     Class attributes
     ----------------
@@ -149,7 +151,7 @@ class Schedule(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def parse(cls, text: str) -> Schedule | None:
+    def parse(cls, text: str) -> BaseSchedule | None:
         """The schedule ``text`` (stripped, lower case) writes if it is one of this class,
         else None; ValueError for a malformed one of this class. The built-in classes
         recognise disjoint texts, so the order they are tried in does not matter."""
@@ -167,10 +169,18 @@ class Schedule(abc.ABC):
         """The report's name of its row with ``stepper``, given as ``text``."""
         return text
 
+    @abc.abstractmethod
+    def run(self, run: Rollout, history: np.ndarray, num_steps: int) -> HybridResult:
+        """``num_steps`` steps from ``history`` (checked)."""
+
+
+class Schedule(BaseSchedule):
+    """A schedule that chooses, per step, which component proposes (:meth:`component`) and
+    whether a surrogate proposal is kept (:meth:`reviewer`); :meth:`run` steps through."""
+
+    @abc.abstractmethod
     def component(self, step: int) -> str:
         """Which component proposes step ``step`` (0-based): ``"solver"`` or ``"surrogate"``."""
-        raise NotImplementedError(f"{type(self).__name__} chooses no component per step: it "
-                                  "overrides run()")
 
     def reviewer(self, run: Rollout) -> Reviewer | None:
         """What judges a surrogate proposal in ``run`` (None: every proposal is kept)."""
@@ -222,25 +232,25 @@ class Schedule(abc.ABC):
 
 
 def _check_schedule_class(cls: type) -> None:
-    if not (isinstance(cls, type) and issubclass(cls, Schedule)):
+    if not (isinstance(cls, type) and issubclass(cls, BaseSchedule)):
         raise TypeError(f"@register_schedule decorates Schedule subclasses, got {cls!r}")
 
 
-_SCHEDULES: Registry[Schedule] = Registry("schedule", __package__, ())
+_SCHEDULES: Registry[BaseSchedule] = Registry("schedule", __package__, ())
 
 
-def register_schedule(name: str) -> Callable[[type[Schedule]], type[Schedule]]:
+def register_schedule(name: str) -> Callable[[type[BaseSchedule]], type[BaseSchedule]]:
     """Class decorator: make a :class:`Schedule` subclass one :func:`parse_schedule` knows;
     ``name`` is its kind in reports."""
     return _SCHEDULES.register(name, _check_schedule_class)
 
 
-def list_schedules() -> list[type[Schedule]]:
+def list_schedules() -> list[type[BaseSchedule]]:
     """The registered schedule classes, by name."""
     return [_SCHEDULES.get(name) for name in _SCHEDULES.names()]
 
 
-def parse_schedule(schedule: str) -> Schedule:
+def parse_schedule(schedule: str) -> BaseSchedule:
     """The schedule a text writes: ``"surrogate:4,solver:1"`` → ``Pattern(...)``,
     ``"adaptive:1e-3[:coarse]"`` → :class:`Adaptive`, ``"parareal:5[:2[:1e-4]]"`` →
     :class:`Parareal`, ... (every registered class is asked; ValueError listing them when
@@ -256,9 +266,9 @@ def parse_schedule(schedule: str) -> Schedule:
     raise ValueError(f"bad schedule {schedule!r}: use one of {forms}")
 
 
-def as_schedule(schedule: str | Schedule) -> Schedule:
+def as_schedule(schedule: str | BaseSchedule) -> BaseSchedule:
     """A :class:`Schedule` as it is; a text parsed (:func:`parse_schedule`)."""
-    return schedule if isinstance(schedule, Schedule) else parse_schedule(schedule)
+    return schedule if isinstance(schedule, BaseSchedule) else parse_schedule(schedule)
 
 
 def _number(text: str, schedule: str, kind=float):
@@ -412,7 +422,7 @@ class Adaptive(Schedule):
 
 @register_schedule(PARAREAL)
 @dataclass(frozen=True)
-class Parareal(Schedule):
+class Parareal(BaseSchedule):
     """``parareal:SLICES[:ITERATIONS[:TOL]]``: ``slices`` time slices, at most
     ``iterations`` corrections (default ``slices``: exact), stop when the starts change by
     less than ``tolerance``."""
