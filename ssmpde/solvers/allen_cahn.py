@@ -28,6 +28,9 @@ class AllenCahnConfig:
         u0 is LPSDA's sum of ten sines of wavenumbers below lmax (``sine_series``).
     dealias : bool
         Zero −u³ outside the 2/3 band (most, not all, of a cubic's aliases).
+    dtype : {"float64", "float32"}
+        The arithmetic of the time stepping (stored frames are float64 either way). float32
+        runs about twice as fast; its error against float64 is in ``docs/numerics/float32.md``.
     """
 
     resolution: int = 128
@@ -39,6 +42,7 @@ class AllenCahnConfig:
     time_step: float = 0.01
     lmax: int = 8
     dealias: bool = True
+    dtype: str = "float64"
 
     def __post_init__(self) -> None:
         check_config(self, positive=("domain_length",), ranged=("diffusivity",))

@@ -14,8 +14,8 @@ agree to round-off in float64:
   (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`) and the same number of steps per
   record interval;
 * 2D Navier–Stokes (:class:`~ssmpde.solvers.navier_stokes.NavierStokes2D`), both time
-  steppings and both schemes (Euler/Crank–Nicolson and the Spalart–Moser–Rogers RK3/CN), with
-  every forcing, the moving ``torus-vis-force`` one included. In CFL mode the number of
+  steppings and all three schemes (Euler/Crank–Nicolson, the Spalart–Moser–Rogers RK3/CN and
+  ETDRK4), with drag and every forcing, the moving ``torus-vis-force`` one included. In CFL mode the number of
   sub-steps of each sample is computed from the detached state exactly as the solver does;
   it is a step count, so no gradient flows through it.
 
@@ -49,7 +49,7 @@ import torch
 
 from .base import TimeDependentSolver, whole_multiple
 from .navier_stokes import (_RK3_ALPHA, _RK3_GAMMA, _RK3_NODES, _RK3_ZETA, FORCING_PHASE_SPEED,
-                            NavierStokes2D, forcing_field)
+                            NavierStokes2D, etdrk4_operator, forcing_field)
 from .semilinear import SemilinearSolver1D, etdrk4_step
 from .spectral import dealias_mask, derivative_wavenumbers, etdrk4_coefficients, wavenumbers
 
@@ -250,14 +250,17 @@ class _SemilinearStep(DifferentiableStep):
 class _NavierStokesStep(DifferentiableStep):
     r"""The vorticity scheme of :class:`~ssmpde.solvers.navier_stokes.NavierStokes2D`: per
     stage E = f̂(t) − mask · FFT(u ω_x + v ω_y), then
-    ω̂ ← [(1 − α Δt ν λ) ω̂ + Δt (γ E + ζ E_prev)] / (1 + α Δt ν λ) (Euler–CN: one stage
-    α = ½, γ = 1, ζ = 0; RK3/CN: Spalart, Moser & Rogers 1991), each sample with its own
-    Δt and number of sub-steps."""
+    ω̂ ← [(1 − a) ω̂ + Δt (γ E + ζ E_prev)] / (1 + a), a = α Δt (ν λ + μ) (Euler–CN: one
+    stage α = ½, γ = 1, ζ = 0; RK3/CN: Spalart, Moser & Rogers 1991), each sample with its
+    own Δt and number of sub-steps; or ETDRK4 (:func:`~ssmpde.solvers.semilinear.etdrk4_step`
+    with N = E, L = −νλ − μ, the solver's coefficients)."""
 
     def __init__(self, solver: NavierStokes2D) -> None:
         super().__init__(solver)
         cfg = solver.config
         self._n = int(cfg.simulation_resolution)
+        self._exponential = cfg.effective_scheme == "etdrk4"
+        self._operators: dict[tuple, dict[str, torch.Tensor]] = {}
         if cfg.effective_scheme == "euler-cn":
             self._stages = ((0.5, 1.0, 0.0, 0.0),)  # (alpha, gamma, zeta, node)
         else:
@@ -300,6 +303,20 @@ class _NavierStokesStep(DifferentiableStep):
             self._forcing = (key, (spectra[0], spectra[1] if self._moving else None))
         return self._forcing[1]
 
+    def _etd_operator(self, viscosity: np.ndarray, dtype: torch.dtype, device: torch.device
+                      ) -> dict[str, torch.Tensor]:
+        """The solver's ETDRK4 coefficients per sample ``[batch, n, m]``, as tensors."""
+        cfg = self.solver.config
+        key = (np.asarray(viscosity, dtype=np.float64).tobytes(), dtype, device)
+        if key not in self._operators:
+            rows = [etdrk4_operator(self._n, float(nu), float(cfg.drag),
+                                    cfg.effective_time_step) for nu in viscosity]
+            self._operators.clear()  # one batch's operator at a time
+            self._operators[key] = {
+                k: torch.as_tensor(np.stack([r[k] for r in rows]), device=device).to(dtype)
+                for k in rows[0]}
+        return self._operators[key]
+
     def _steps(self, frame: torch.Tensor) -> np.ndarray:
         """Sub-steps of each sample in this record interval, as the solver counts them."""
         cfg = self.solver.config
@@ -328,10 +345,6 @@ class _NavierStokesStep(DifferentiableStep):
         def as_tensor(values):
             return torch.as_tensor(values, device=device).to(dtype)
 
-        dt_t = as_tensor(dt)[:, None, None]
-        viscous = dt_t * as_tensor(parameters["viscosity"])[:, None, None] * c["lap"]
-        steps_t = torch.as_tensor(steps, device=device)[:, None, None]
-
         def advection_hat(w_hat):
             psi_hat = w_hat * c["inv_lap"]
             u, v, w_x, w_y = torch.fft.irfft2(
@@ -339,21 +352,35 @@ class _NavierStokesStep(DifferentiableStep):
                              c["iky"] * w_hat], 1), s=(n, n)).unbind(1)
             return torch.fft.rfft2(u * w_x + v * w_y)
 
+        def forcing_at(times):
+            if not self._moving:
+                return forcing
+            phase = FORCING_PHASE_SPEED * times
+            return as_tensor(np.cos(phase))[:, None, None] * forcing \
+                + as_tensor(np.sin(phase))[:, None, None] * shift
+
         w_hat = torch.fft.rfft2(frame[:, 0])
+        if self._exponential:
+            # faithful stepping: every sample takes the same steps of the same dt
+            e = self._etd_operator(parameters["viscosity"], dtype, device)
+            for sub in range(int(steps[0])):
+                def explicit(w, node, sub=sub):
+                    return forcing_at(time + (sub + node) * dt) - c["mask"] * advection_hat(w)
+
+                w_hat = etdrk4_step(w_hat, e, explicit, nodes=True)
+            return torch.fft.irfft2(w_hat, s=(n, n))[:, None]
+        dt_t = as_tensor(dt)[:, None, None]
+        viscous = dt_t * as_tensor(parameters["viscosity"])[:, None, None] * c["lap"]
+        damping = dt_t * float(self.solver.config.drag)
+        steps_t = torch.as_tensor(steps, device=device)[:, None, None]
         previous = None
         for sub in range(int(steps.max())):
             everyone = bool((steps > sub).all())
             for alpha, gamma, zeta, node in self._stages:
-                if self._moving:
-                    phase = FORCING_PHASE_SPEED * (time + (sub + node) * dt)
-                    f_hat = as_tensor(np.cos(phase))[:, None, None] * forcing \
-                        + as_tensor(np.sin(phase))[:, None, None] * shift
-                else:
-                    f_hat = forcing
-                explicit = f_hat - c["mask"] * advection_hat(w_hat)
+                explicit = forcing_at(time + (sub + node) * dt) - c["mask"] * advection_hat(w_hat)
                 increment = gamma * explicit if zeta == 0.0 else \
                     gamma * explicit + zeta * previous
-                a = alpha * viscous
+                a = alpha * viscous + alpha * damping
                 updated = ((1.0 - a) * w_hat + dt_t * increment) / (1.0 + a)
                 # Samples that have finished their sub-steps keep their state (the solver's
                 # "active" rows).

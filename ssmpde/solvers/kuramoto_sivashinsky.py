@@ -59,6 +59,9 @@ class KuramotoSivashinskyConfig:
         ``simulation_resolution // 2`` (the grid resolves wavenumbers below N / 2).
     dealias : bool
         Apply the 2/3 rule to the nonlinear term.
+    dtype : {"float64", "float32"}
+        The arithmetic of the time stepping (stored frames are float64 either way). float32
+        runs about twice as fast; its error against float64 is in ``docs/numerics/float32.md``.
     """
 
     resolution: int = 128
@@ -71,6 +74,7 @@ class KuramotoSivashinskyConfig:
     initial_condition: str = "lpsda"
     lmax: int = 8
     dealias: bool = True
+    dtype: str = "float64"
 
     def __post_init__(self) -> None:
         check_config(self, positive=("domain_length",), ranged=("viscosity",),

@@ -31,6 +31,7 @@ __all__ = [
     "dealias_mask",
     "derivative_wavenumbers",
     "etdrk4_coefficients",
+    "etdrk4_rows",
     "default_threads",
     "irfftn",
     "rfftn",
@@ -352,6 +353,21 @@ def etdrk4_coefficients(linear: np.ndarray, h: float, *,
     return out
 
 
+def etdrk4_rows(linear: np.ndarray, h: float) -> dict[str, np.ndarray]:
+    """:func:`etdrk4_coefficients` of each row of ``linear`` (``[rows, m]``, or ``[m]``).
+
+    One contour evaluation per distinct operator (a batch usually shares its ν), each on its
+    own: NumPy's complex products round differently in arrays of different sizes, and sample
+    i must not depend on its batch. Float64 or complex128 out, ``[rows, m]`` each.
+    """
+    linear = np.atleast_2d(np.asarray(linear))
+    linear = linear.astype(np.complex128 if np.iscomplexobj(linear) else np.float64)
+    rows, inverse = np.unique(linear, axis=0, return_inverse=True)
+    with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
+        each = [etdrk4_coefficients(row[None], h) for row in rows]
+    return {k: np.concatenate([c[k] for c in each])[inverse.reshape(-1)] for k in each[0]}
+
+
 @numba.njit(cache=True)
 def _stage(e2, q, v, n1, n2, weight, out):  # pragma: no cover
     """out = E2 v + Q (n1 + weight (n2 − n1))): stage a/b (weight 0) and c (2 Nb − Nv)."""
@@ -407,21 +423,12 @@ class ETDRK4:
     """
 
     def __init__(self, linear: np.ndarray, h: float, nonlinear, *, batch: int) -> None:
-        linear = np.atleast_2d(np.asarray(linear))
-        linear = linear.astype(np.complex128 if np.iscomplexobj(linear) else np.float64)
-        # One contour evaluation per distinct operator (a batch usually shares its ν), each
-        # on its own: NumPy's complex products round differently in arrays of different
-        # sizes, and sample i must not depend on its batch.
-        rows, inverse = np.unique(linear, axis=0, return_inverse=True)
-        with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
-            each = [etdrk4_coefficients(row[None], h) for row in rows]
-        coefficients = {k: np.concatenate([c[k] for c in each])[inverse.reshape(-1)]
-                        for k in each[0]}
+        coefficients = etdrk4_rows(linear, h)
         # Complex coefficient arrays: the kernels then multiply complex by complex only.
         self.c = {k: np.ascontiguousarray(v, dtype=np.complex128)
                   for k, v in coefficients.items()}
         self.nonlinear = nonlinear
-        shape = (batch, linear.shape[-1])
+        shape = (batch, coefficients["E"].shape[-1])
         self._buffers = [np.empty(shape, np.complex128) for _ in range(7)]
 
     def step(self, v: np.ndarray) -> None:

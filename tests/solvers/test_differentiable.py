@@ -64,6 +64,14 @@ def _ns_torus_cfl():
                           time_stepping="cfl")
 
 
+def _ns_etdrk4(**overrides):
+    # ETDRK4 with drag and the moving forcing, per-sample viscosities
+    config = dict(resolution=16, simulation_resolution=16, viscosity=(1e-3, 2e-3),
+                  forcing="torus-vis-force", final_time=0.2, record_interval=0.1,
+                  time_step=0.02, scheme="etdrk4", drag=0.1)
+    return NavierStokes2D(**{**config, **overrides})
+
+
 def _ns_faithful():
     return get_solver("navier-stokes", preset="fno-nu1e-3", resolution=16,
                       simulation_resolution=16, record_interval=0.01, final_time=0.01,
@@ -86,6 +94,13 @@ CASES = {
     "ns-faithful-rk3-moving-forcing": (_ns_moving_rk3, 3.0),
     "ns-cfl-torus-vis": (_ns_torus_cfl, 1.0),
     "ns-faithful-fno": (_ns_faithful, 0.0),
+    "ns-etdrk4-drag-moving-forcing": (_ns_etdrk4, 2.0),
+    "ns-etdrk4-coarsened-2x2": (lambda: _ns_etdrk4(simulation_resolution=32, time_step=0.01)
+                                .coarsened(space=2, time=2), 0.0),
+    "ns-cfl-rk3-drag": (lambda: _ns_cfl(drag=0.2), 0.0),
+    "ns-euler-cn-drag": (lambda: NavierStokes2D(
+        resolution=16, simulation_resolution=16, viscosity=1e-3, forcing="fno",
+        final_time=0.1, record_interval=0.05, time_step=0.01, drag=0.3), 0.0),
 }
 
 
@@ -170,6 +185,17 @@ def test_gradcheck_navier_stokes_cfl_with_moving_forcing():
     step = differentiable_step(solver)
     frame = torch.as_tensor(initial).requires_grad_()
     assert list(step._steps(frame)) == [1, 2]  # max|u| + |v|: 0.051 and 0.085
+    assert torch.autograd.gradcheck(lambda w: step(w, time=1.0, parameters=parameters),
+                                    (frame,))
+
+
+def test_gradcheck_navier_stokes_etdrk4_with_drag_and_moving_forcing():
+    solver = NavierStokes2D(resolution=8, simulation_resolution=8, viscosity=(1e-3, 2e-3),
+                            forcing="torus-vis-force", final_time=0.2, record_interval=0.2,
+                            time_step=0.1, scheme="etdrk4", drag=0.1)
+    initial, parameters = _inputs(solver, batch=2)
+    step = differentiable_step(solver)
+    frame = torch.as_tensor(initial).requires_grad_()
     assert torch.autograd.gradcheck(lambda w: step(w, time=1.0, parameters=parameters),
                                     (frame,))
 
