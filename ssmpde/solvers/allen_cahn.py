@@ -30,7 +30,7 @@ class AllenCahnConfig:
         Zero −u³ outside the 2/3 band (most, not all, of a cubic's aliases).
     dtype : {"float64", "float32"}
         The arithmetic of the time stepping (stored frames are float64 either way). float32
-        runs about twice as fast; its error against float64 is in ``docs/numerics/float32.md``.
+        runs 1.1–1.2x faster; its error against float64 is in ``docs/numerics/float32.md``.
     """
 
     resolution: int = 128

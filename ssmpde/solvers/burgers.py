@@ -47,7 +47,7 @@ class BurgersConfig:
         Zero the flux (u²/2)_x outside the 2/3 band (Orszag's rule).
     dtype : {"float64", "float32"}
         The arithmetic of the time stepping (stored frames are float64 either way). float32
-        runs about twice as fast; its error against float64 is in ``docs/numerics/float32.md``.
+        runs 1.1–1.2x faster; its error against float64 is in ``docs/numerics/float32.md``.
     alpha, tau, sigma : float
         Smoothness exponent α, inverse length scale τ and amplitude σ of the initial-condition
         GRF, covariance σ²(−Δ + τ²)^(−α) (FNO paper: 2, 5, 25, i.e. 625(−Δ + 25)^(−2); FNO

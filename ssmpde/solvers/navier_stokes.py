@@ -22,7 +22,7 @@ from ..data import TIME, X, Y
 from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, check_ranged,
                    check_strided_grid, positive_finite, register_solver, whole_multiple)
 from .random_fields import PeriodicGRF, sample_rng
-from .semilinear import etdrk4_step
+from .semilinear import check_dtype, etdrk4_step
 from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, etdrk4_coefficients,
                        solver_threads, spectral_resample, wavenumbers)
 
@@ -85,6 +85,10 @@ class NavierStokesConfig:
         exponential RK4, the linear part −νλ − drag integrated exactly, advection and forcing
         explicitly (fourth order; faithful time stepping only, its coefficients belong to
         one step size).
+    dtype : {"float64", "float32"}
+        The arithmetic of the time stepping (stored frames are float64 either way); float32
+        for users who train in float32 anyway (its error against float64:
+        ``docs/numerics/float32.md``).
     drag : float
         Linear drag (Rayleigh friction) μ ≥ 0: the equation gains −μ ω (Kolmogorov flow,
         Kochkov et al. 2021: 0.1). Implicit with the diffusion in every scheme.
@@ -107,6 +111,7 @@ class NavierStokesConfig:
     cfl: float = 0.5
     scheme: str | None = None
     drag: float = 0.0
+    dtype: str = "float64"
     alpha: float = 2.5
     tau: float = 7.0
     sigma: float | None = None
@@ -131,6 +136,7 @@ class NavierStokesConfig:
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         if isinstance(self.drag, bool) or not (self.drag == 0 or positive_finite(self.drag)):
             raise ValueError(f"drag must be a finite number >= 0, got {self.drag!r}")
+        check_dtype(self.dtype)
         if self.scheme == "etdrk4" and self.time_stepping != "faithful":
             raise ValueError("scheme 'etdrk4' needs a fixed step (its coefficients belong to "
                              "one step size): use time_stepping='faithful' with time_step=, "
@@ -485,8 +491,10 @@ class _Group:
         self.rows = rows
         self.w_hat = engine.w_hat[rows]
         self.previous = engine.previous[rows]
-        self.gradients = RealFFT((size, 4), engine.n, backend=backend, threads=threads)
-        self.nonlinear = RealFFT((size,), engine.n, backend=backend, threads=threads)
+        self.gradients = RealFFT((size, 4), engine.n, backend=backend, threads=threads,
+                                 dtype=engine.dtype)
+        self.nonlinear = RealFFT((size,), engine.n, backend=backend, threads=threads,
+                                 dtype=engine.dtype)
         self.everyone = np.ones(size, dtype=np.bool_)
         # ETDRK4: N_v, N_a, N_b, N_c and the stage a
         self.stages = engine.stages[:, rows] if engine.stages is not None else None
@@ -503,12 +511,14 @@ class _Engine:
     """
 
     def __init__(self, n: int, batch: int, *, backend: str, threads: int | None,
-                 exponential: bool = False) -> None:
+                 exponential: bool = False, dtype=np.float64) -> None:
         self.n, self.batch = n, batch
+        self.dtype = np.dtype(dtype)
+        complex_dtype = np.result_type(self.dtype, np.complex64)
         m = n // 2 + 1
-        self.w_hat = np.zeros((batch, n, m), dtype=np.complex128)
-        self.previous = np.zeros((batch, n, m), dtype=np.complex128)
-        self.stages = np.zeros((5, batch, n, m), dtype=np.complex128) if exponential else None
+        self.w_hat = np.zeros((batch, n, m), dtype=complex_dtype)
+        self.previous = np.zeros((batch, n, m), dtype=complex_dtype)
+        self.stages = np.zeros((5, batch, n, m), dtype=complex_dtype) if exponential else None
         cores = solver_threads() if threads is None else max(1, int(threads))
         # ~12 grid-sized fields per sample (22 for ETDRK4's stages and coefficients); the
         # cache is shared by the groups running at once (at 256² on two cores: one sample
@@ -522,14 +532,15 @@ class _Engine:
         self.kernels = _KERNELS[self.workers == 1 and cores > 1]
         self.groups = [_Group(self, slice(s, min(batch, s + size)), backend=backend,
                               threads=fft_threads) for s in starts]
-        self.record = RealFFT((batch,), n, backend=backend, threads=cores)
-        self.ky = 2 * np.pi * derivative_wavenumbers(n)
-        self.kx = 2 * np.pi * derivative_wavenumbers(n, real=True)
-        k2 = wavenumbers(n)[:, None] ** 2 + wavenumbers(n, real=True)[None, :] ** 2
-        self.lap = 4 * np.pi ** 2 * k2  # λ(0) = 0: the mean vorticity is conserved exactly
-        self.inv_lap = np.divide(1.0, self.lap, out=np.zeros_like(self.lap), where=self.lap > 0)
-        self.mask = dealias_mask(n).astype(np.float64)
-        self.scale = 1.0 / (n * n)  # the unnormalised backward FFT's factor, folded in
+        self.record = RealFFT((batch,), n, backend=backend, threads=cores, dtype=self.dtype)
+        real = self.dtype.type
+        self.ky = (2 * np.pi * derivative_wavenumbers(n)).astype(real)
+        self.kx = (2 * np.pi * derivative_wavenumbers(n, real=True)).astype(real)
+        lap = _laplacian(n)  # λ(0) = 0: the mean vorticity is conserved exactly
+        self.lap = lap.astype(real)
+        self.inv_lap = np.divide(1.0, lap, out=np.zeros_like(lap), where=lap > 0).astype(real)
+        self.mask = dealias_mask(n).astype(real)
+        self.scale = real(1.0 / (n * n))  # the unnormalised backward FFT's factor, folded in
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
 
     def map_groups(self, function: Callable[[_Group], None]) -> None:
@@ -573,9 +584,9 @@ class _Engine:
         return speed
 
     def physical(self) -> np.ndarray:
-        """The current vorticity in physical space (a new array)."""
+        """The current vorticity in physical space (a new float64 array)."""
         self.record.spectral[...] = self.w_hat
-        return self.record.backward() * self.scale
+        return self.record.backward().astype(np.float64) * (1.0 / (self.n * self.n))
 
     def load(self, vorticity: np.ndarray) -> None:
         self.record.real[...] = vorticity
@@ -715,7 +726,8 @@ class NavierStokes2D(TimeDependentSolver):
         if key not in self._engines:
             self._engines[key] = _Engine(
                 key[0], batch, backend=self.fft_backend, threads=self.threads,
-                exponential=self.config.effective_scheme == "etdrk4")
+                exponential=self.config.effective_scheme == "etdrk4",
+                dtype=np.dtype(self.config.dtype))
         return self._engines[key]
 
     def _etd_coefficients(self, viscosity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -730,7 +742,7 @@ class NavierStokes2D(TimeDependentSolver):
                                     cfg.effective_time_step) for nu in distinct]
             stacked = np.stack([np.stack([r[k] for k in ("E", "E2", "Q", "f1", "f2", "f3")])
                                 for r in rows])
-            self._etd = (key, stacked)
+            self._etd = (key, stacked.astype(cfg.dtype))
         return self._etd[1], which.reshape(-1).astype(np.int64)
 
     def to_simulation_grid(self, frames: np.ndarray) -> np.ndarray:
@@ -812,7 +824,7 @@ class NavierStokes2D(TimeDependentSolver):
         """f̂ and, for the moving phase, its quarter-period shift: f̂(t) = cos φ F̂ + sin φ Ĝ."""
         cfg, n = self.config, engine.n
         plan = RealFFT((1 if amplitudes is None else amplitudes.shape[0],), n,
-                       backend=self.fft_backend, threads=self.threads)
+                       backend=self.fft_backend, threads=self.threads, dtype=engine.dtype)
         plan.real[...] = forcing_field(cfg.forcing, n, amplitudes, phase=0.0)
         forcing_hat = plan.forward().copy()
         if cfg.forcing != "torus-vis-force":

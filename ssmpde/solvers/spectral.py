@@ -154,6 +154,9 @@ class RealFFT:
         FFTW threads; default: all usable cores. The result does not depend on it.
     backend : {"pyfftw", "numpy"}
         ``"numpy"`` runs ``numpy.fft`` on the same buffers: the reference path in tests.
+    dtype : float64 or float32
+        The real type; the spectral buffer is complex128 or complex64 (FFTW's single
+        precision for float32).
 
     Notes
     -----
@@ -170,7 +173,8 @@ class RealFFT:
     """
 
     def __init__(self, batch_shape: tuple[int, ...], n: int, *, ndim: int = 2,
-                 threads: int | None = None, backend: Backend = "pyfftw") -> None:
+                 threads: int | None = None, backend: Backend = "pyfftw",
+                 dtype=np.float64) -> None:
         if backend not in _BACKENDS:
             raise ValueError(f"unknown FFT backend {backend!r}; choose one of {_BACKENDS}")
         if ndim not in (1, 2):
@@ -184,6 +188,10 @@ class RealFFT:
             threads = solver_threads() if self.n ** ndim >= _THREADED_GRID_SIZE else 1
         self.threads = int(threads)
         self.batch_shape = tuple(int(b) for b in batch_shape)
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float64, np.float32):
+            raise ValueError(f"RealFFT is float64 or float32, got {self.dtype}")
+        real_dtype, complex_dtype = self.dtype, np.result_type(self.dtype, np.complex64)
         grid = (self.n,) * ndim
         half = (self.n,) * (ndim - 1) + (self.n // 2 + 1,)
         count = int(np.prod(self.batch_shape, dtype=np.int64))
@@ -193,16 +201,17 @@ class RealFFT:
             # whole chunks, every chunk runs the same plan over _CHUNK full rows: a sample's
             # bits do not depend on its place in the batch or the batch size.
             rows = -(-count // _CHUNK) * _CHUNK
-            real_store = _aligned((rows, _padded(self.n, 8)), np.float64)
-            spectral_store = _aligned((rows, _padded(half[-1], 16)), np.complex128)
+            real_store = _aligned((rows, _padded(self.n, real_dtype.itemsize)), real_dtype)
+            spectral_store = _aligned((rows, _padded(half[-1], complex_dtype.itemsize)),
+                                      complex_dtype)
             self._chunks = [(real_store[i:i + _CHUNK, :self.n],
                              spectral_store[i:i + _CHUNK, :half[-1]])
                             for i in range(0, rows, _CHUNK)]
             self.real = real_store[:count, :self.n].reshape(self.batch_shape + grid)
             self.spectral = spectral_store[:count, :half[-1]].reshape(self.batch_shape + half)
         else:
-            self.real = _aligned(self.batch_shape + grid, np.float64)
-            self.spectral = _aligned(self.batch_shape + half, np.complex128)
+            self.real = _aligned(self.batch_shape + grid, real_dtype)
+            self.spectral = _aligned(self.batch_shape + half, complex_dtype)
             real_flat = self.real.reshape((count,) + grid)
             spectral_flat = self.spectral.reshape((count,) + half)
             self._chunks = self._chunked(real_flat, spectral_flat, count)
