@@ -702,13 +702,24 @@ class TimeDependentSolver(Solver):
         """Record intervals in a stored trajectory (``final_time / record_interval``)."""
         return int(round(self.config.final_time / self.config.record_interval))
 
+    #: Whether :meth:`step` takes a ``source`` (a term added to the right-hand side over the
+    #: interval: the learned correction inside the step). Solvers that do implement
+    #: :meth:`add_source`.
+    takes_source: ClassVar[bool] = False
+
     def step(self, history: np.ndarray, *, time: float = 0.0,
-             parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+             parameters: Mapping[str, np.ndarray] | None = None,
+             source: np.ndarray | None = None) -> np.ndarray:
         """Advance one record interval: ``[batch, window, field, *grid] -> [batch, field, *grid]``.
 
         States may be on the simulation grid or any grid :meth:`to_simulation_grid` accepts;
         the output is on the input's grid. ``time`` is the time of the last frame;
         ``parameters`` holds the per-sample values (see :meth:`parameter_specs`).
+        ``source`` ``[batch, field, *grid]`` (the state's grid), where :attr:`takes_source`:
+        S added to the right-hand side, u_t = F(u) + S, constant over the interval, so that
+        the scheme's own implicit or exact linear part and dealiasing act on it (INC's
+        "indirect" correction, Wei et al. 2025). ``source=None`` and a zero source give the
+        same result.
         """
         history = np.asarray(history)
         ndim = len(self.simulation_grid)
@@ -716,7 +727,29 @@ class TimeDependentSolver(Solver):
             raise ValueError(f"history must have shape [batch, window, {len(self.fields)}, "
                              f"*grid] with a {ndim}D grid (field axis: "
                              f"{', '.join(self.fields)}), got {history.shape}")
-        return self.simulate(history[:, -1], 1, time=time, parameters=parameters)[:, -1]
+        if source is not None:
+            source = self._checked_source(source, history[:, -1].shape)
+        return self.simulate(history[:, -1], 1, time=time, parameters=parameters,
+                             source=source)[:, -1]
+
+    def _checked_source(self, source: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """``source`` as float64 on the simulation grid (ValueError naming the problem)."""
+        if not self.takes_source:
+            raise ValueError(f"{self.name} takes no source term: a correction inside its step "
+                             "is for the spectral solvers; correct after the step instead")
+        source = np.asarray(source, dtype=np.float64)
+        if source.shape != tuple(shape):
+            raise ValueError(f"source must have the state's shape {tuple(shape)} "
+                             f"[batch, field, *grid], got {source.shape}")
+        if not np.all(np.isfinite(source)):
+            raise ValueError("source contains NaN or inf")
+        on_grid = tuple(shape[2:]) == tuple(self.simulation_grid)
+        return source if on_grid else self.to_simulation_grid(source)
+
+    def add_source(self, state: Any, source: np.ndarray) -> None:
+        """Add ``source`` ``[batch, field, *simulation_grid]`` to the right-hand side of
+        ``state``'s following intervals (solvers with :attr:`takes_source`)."""
+        raise TypeError(f"{self.name} takes no source term")
 
     # -- parameters -------------------------------------------------------------------------
     def resolve_parameters(self, batch: int, parameters: Mapping[str, np.ndarray] | None
@@ -778,7 +811,8 @@ class TimeDependentSolver(Solver):
     def simulate(self, initial: np.ndarray, num_steps: int, *, time: float = 0.0,
                  parameters: Mapping[str, np.ndarray] | None = None,
                  output_resolution: int | tuple[int, ...] | None = None,
-                 progress: Callable[[float], None] | None = None) -> np.ndarray:
+                 progress: Callable[[float], None] | None = None,
+                 source: np.ndarray | None = None) -> np.ndarray:
         """Integrate ``num_steps`` record intervals from ``initial``.
 
         Parameters
@@ -796,6 +830,8 @@ class TimeDependentSolver(Solver):
             that of ``initial``.
         progress : callable, optional
             Called with ``1 / num_steps`` after each recorded frame.
+        source : array ``[batch, field, *simulation_grid]``, optional
+            A constant term added to the right-hand side (see :meth:`step`).
 
         Returns
         -------
@@ -823,6 +859,9 @@ class TimeDependentSolver(Solver):
         resolved = self.resolve_parameters(batch, parameters)
         on_grid = given == tuple(self.simulation_grid)
         state = self.start(initial if on_grid else self.to_simulation_grid(initial), resolved)
+        if source is not None:
+            self.add_source(state, self._checked_source(source, (batch, initial.shape[1],
+                                                                 *self.simulation_grid)))
 
         frames = np.empty((batch, num_steps + 1, len(self.fields), *out_grid))
         if on_grid:  # keep the given frame bit for bit

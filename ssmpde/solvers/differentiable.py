@@ -130,8 +130,8 @@ class DifferentiableStep(abc.ABC):
         return f"{type(self).__name__}({self.solver!r})"
 
     def __call__(self, frame: torch.Tensor, *, time: float = 0.0,
-                 parameters: Mapping[str, torch.Tensor | np.ndarray] | None = None
-                 ) -> torch.Tensor:
+                 parameters: Mapping[str, torch.Tensor | np.ndarray] | None = None,
+                 source: torch.Tensor | None = None) -> torch.Tensor:
         """Advance ``frame`` by one record interval.
 
         Parameters
@@ -143,6 +143,10 @@ class DifferentiableStep(abc.ABC):
         parameters : mapping, optional
             Per-sample parameters, as for ``solver.step`` (names of
             ``solver.parameter_names``, arrays or tensors ``[batch, ...]``).
+        source : torch.Tensor, optional
+            ``frame``'s shape: a term added to the right-hand side over the interval, as
+            ``solver.step(..., source=)`` adds it (the correction inside the step);
+            differentiable too.
 
         Returns
         -------
@@ -158,13 +162,23 @@ class DifferentiableStep(abc.ABC):
                              f"(fields {', '.join(self.fields)} on the simulation grid "
                              f"{self.simulation_grid}), got {tuple(frame.shape)}")
         resolved = self.solver.resolve_parameters(frame.shape[0], _as_numpy(parameters))
-        return self._advance(frame, float(time), resolved)
+        source_hat = None
+        if source is not None:
+            if not isinstance(source, torch.Tensor) or source.shape != frame.shape:
+                raise ValueError(f"source must be a tensor of frame's shape "
+                                 f"{tuple(frame.shape)}, got {getattr(source, 'shape', source)}")
+            if getattr(self.solver.config, "forcing", None) == "torus-vis-force":
+                raise ValueError("a source term with the moving torus-vis-force forcing is not "
+                                 "supported: use another forcing, or correct after the step")
+            transform = torch.fft.rfft2 if len(self.simulation_grid) == 2 else torch.fft.rfft
+            source_hat = transform(source[:, 0].to(frame.dtype))
+        return self._advance(frame, float(time), resolved, source_hat)
 
     @abc.abstractmethod
-    def _advance(self, frame: torch.Tensor, time: float,
-                 parameters: Mapping[str, np.ndarray]) -> torch.Tensor:
+    def _advance(self, frame: torch.Tensor, time: float, parameters: Mapping[str, np.ndarray],
+                 source_hat: torch.Tensor | None) -> torch.Tensor:
         """The scheme: ``frame`` (validated) one record interval on, with the resolved
-        per-sample ``parameters``."""
+        per-sample ``parameters`` and the unnormalised spectrum of a source, if any."""
 
 
 def _as_numpy(parameters: Mapping[str, torch.Tensor | np.ndarray] | None
@@ -232,14 +246,15 @@ class _SemilinearStep(DifferentiableStep):
             self._operator = (key, tensors)
         return self._operator[1]
 
-    def _advance(self, frame, time, parameters):
+    def _advance(self, frame, time, parameters, source_hat):
         c = self._constants(parameters, frame.dtype, frame.device)
         n, factor, term = self._n, c["factor"], self._nonlinearity.term
         # "forward": the unnormalised inverse transform, as the solver's FFTW one
         norm = "backward" if self._nonlinearity.degree is None else "forward"
 
         def nonlinear(v_hat):
-            return factor * torch.fft.rfft(term(torch.fft.irfft(v_hat, n, norm=norm)))
+            out = factor * torch.fft.rfft(term(torch.fft.irfft(v_hat, n, norm=norm)))
+            return out if source_hat is None else out + source_hat
 
         v = torch.fft.rfft(frame[:, 0])
         for _ in range(self._steps):
@@ -334,7 +349,7 @@ class _NavierStokesStep(DifferentiableStep):
             limit = np.minimum(cfg.cfl / (self._n * speed), cfg.effective_time_step)
         return np.maximum(1, np.ceil(interval / limit - 1e-9)).astype(np.int64)
 
-    def _advance(self, frame, time, parameters):
+    def _advance(self, frame, time, parameters, source_hat):
         n, dtype, device = self._n, frame.dtype, frame.device
         c = self._constants(dtype, device)
         forcing, shift = self._forcing_spectra(parameters.get("forcing_amplitude"), dtype,
@@ -351,6 +366,9 @@ class _NavierStokesStep(DifferentiableStep):
                 torch.stack([c["iky"] * psi_hat, -c["ikx"] * psi_hat, c["ikx"] * w_hat,
                              c["iky"] * w_hat], 1), s=(n, n)).unbind(1)
             return torch.fft.rfft2(u * w_x + v * w_y)
+
+        if source_hat is not None:
+            forcing = forcing + source_hat
 
         def forcing_at(times):
             if not self._moving:

@@ -29,7 +29,9 @@ from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, etdrk4_coe
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "etdrk4_operator",
            "forcing_field", "reference_advection", "reference_etdrk4_step", "reference_step"]
 
-FORCINGS = ("fno", "torus-vis", "torus-vis-force", "none")
+FORCINGS = ("fno", "torus-vis", "torus-vis-force", "kolmogorov", "none")
+#: Kolmogorov flow's forcing wavenumber (Kochkov et al. 2021: sin(4y) on [0, 2π)²).
+KOLMOGOROV_WAVENUMBER = 4
 #: Largest grid side accepted (one 65536² complex field alone is 34 GB).
 MAX_RESOLUTION = 2 ** 16
 TIME_STEPPINGS = ("faithful", "cfl")
@@ -48,6 +50,14 @@ _RK3_ALPHA = (4.0 / 15.0, 1.0 / 15.0, 1.0 / 6.0)
 _RK3_NODES = (0.0, 8.0 / 15.0, 2.0 / 3.0)  # stage start times, in units of the step
 
 
+#: What the Kolmogorov presets share: Kochkov's time unit (that of [0, 2π)², unchanged by the
+#: rescaling to the unit torus), strong initial vorticity (pointwise std ≈ 10, his filtered
+#: velocity field of maximum 7 at wavenumber 4), spun up before recording, ETDRK4.
+KOLMOGOROV = dict(simulation_resolution=256, resolution=64, final_time=10.0,
+                  record_interval=0.1, spin_up=10.0, scheme="etdrk4", time_step=2e-3,
+                  alpha=2.5, tau=7.0, sigma=40 * 7.0 ** 1.5)
+
+
 @dataclasses.dataclass(frozen=True)
 class NavierStokesConfig:
     """Configuration of :class:`NavierStokes2D` (all quantities non-dimensional, unit torus).
@@ -61,10 +71,12 @@ class NavierStokesConfig:
         Grid points per side of the pseudospectral simulation (even).
     viscosity : float or (float, float)
         Kinematic viscosity ν; a pair ``(low, high)`` draws ν ~ U[low, high] per sample.
-    forcing : {"fno", "torus-vis", "torus-vis-force", "none"}
+    forcing : {"fno", "torus-vis", "torus-vis-force", "kolmogorov", "none"}
         ``fno``: f = 0.1 (sin 2π(x+y) + cos 2π(x+y)). ``torus-vis``: F-FNO random forcing,
         amplitudes α ~ U[0, 1] per sample, phase 0. ``torus-vis-force``: the same with phase
-        φ = 0.2 t (the forcing is stored at every recorded time).
+        φ = 0.2 t (the forcing is stored at every recorded time). ``kolmogorov``: the curl of
+        the body force sin(4Y) in x on Kochkov's [0, 2π)², f = −4 cos(8π y) on the unit
+        torus (``docs/numerics/navier_stokes.md``, Kolmogorov flow).
     final_time : float
         Simulated time span T. ``final_time / record_interval + 1`` frames are stored (the
         initial one included).
@@ -92,6 +104,11 @@ class NavierStokesConfig:
     drag : float
         Linear drag (Rayleigh friction) μ ≥ 0: the equation gains −μ ω (Kolmogorov flow,
         Kochkov et al. 2021: 0.1). Implicit with the diffusion in every scheme.
+    spin_up : float
+        Time simulated from the random initial vorticity before the first stored frame (not
+        stored): a forced turbulent flow forgets its initial field and reaches its
+        statistically steady state (Kochkov et al.: several large-eddy times). A whole
+        number of time steps in faithful mode; not with the moving ``torus-vis-force``.
     alpha : float
         Smoothness exponent of the initial-vorticity GRF, covariance ∝ (−Δ + τ²)^(−α).
     tau : float
@@ -111,6 +128,7 @@ class NavierStokesConfig:
     cfl: float = 0.5
     scheme: str | None = None
     drag: float = 0.0
+    spin_up: float = 0.0
     dtype: str = "float64"
     alpha: float = 2.5
     tau: float = 7.0
@@ -137,6 +155,15 @@ class NavierStokesConfig:
         if isinstance(self.drag, bool) or not (self.drag == 0 or positive_finite(self.drag)):
             raise ValueError(f"drag must be a finite number >= 0, got {self.drag!r}")
         check_dtype(self.dtype)
+        if isinstance(self.spin_up, bool) or not (self.spin_up == 0
+                                                  or positive_finite(self.spin_up)):
+            raise ValueError(f"spin_up must be a finite time >= 0, got {self.spin_up!r}")
+        if self.spin_up and self.forcing == "torus-vis-force":
+            raise ValueError("spin_up with the moving torus-vis-force forcing would shift its "
+                             "phase: use forcing='torus-vis' or spin_up=0")
+        if self.spin_up and self.time_stepping == "faithful":
+            whole_multiple(self.spin_up, self.effective_time_step,
+                           "spin_up must be a whole number of time steps")
         if self.scheme == "etdrk4" and self.time_stepping != "faithful":
             raise ValueError("scheme 'etdrk4' needs a fixed step (its coefficients belong to "
                              "one step size): use time_stepping='faithful' with time_step=, "
@@ -174,7 +201,7 @@ def forcing_field(kind: str, n: int, amplitudes: np.ndarray | None = None,
 
     Parameters
     ----------
-    kind : {"fno", "torus-vis", "torus-vis-force", "none"}
+    kind : {"fno", "torus-vis", "torus-vis-force", "kolmogorov", "none"}
     n : int
     amplitudes : array, shape ``(batch, 2, 6)``
         F-FNO amplitudes α[p - 1, term] (terms as :data:`FORCING_TERMS`); torus kinds only.
@@ -183,7 +210,8 @@ def forcing_field(kind: str, n: int, amplitudes: np.ndarray | None = None,
 
     Returns
     -------
-    numpy.ndarray, shape ``(batch, n, n)`` (``batch = 1`` for ``fno`` and ``none``), ``[.., y, x]``.
+    numpy.ndarray, shape ``(batch, n, n)`` (``batch = 1`` but for the torus kinds),
+    ``[.., y, x]``.
     """
     coord = np.arange(n) / n
     y, x = coord[:, None], coord[None, :]
@@ -191,6 +219,9 @@ def forcing_field(kind: str, n: int, amplitudes: np.ndarray | None = None,
         return np.zeros((1, n, n))
     if kind == "fno":
         return (0.1 * (np.sin(2 * np.pi * (x + y)) + np.cos(2 * np.pi * (x + y))))[None]
+    if kind == "kolmogorov":
+        k = KOLMOGOROV_WAVENUMBER
+        return (-k * np.cos(2 * np.pi * k * y) + 0 * x)[None]
     if kind not in ("torus-vis", "torus-vis-force"):
         raise ValueError(f"unknown forcing {kind!r}; choose one of {FORCINGS}")
     amplitudes = np.asarray(amplitudes, dtype=np.float64)
@@ -660,6 +691,10 @@ class NavierStokes2D(TimeDependentSolver):
                           forcing="torus-vis"),
         "torus-vis-force": dict(viscosity=(1e-5, 1e-4), final_time=20.0, record_interval=0.1,
                                 forcing="torus-vis-force"),
+        # Kochkov et al. (2021): Re = 1000 on [0, 2π)² (ν = 1e-3), drag 0.1, forcing sin(4y)
+        # in x; on the unit torus ν / (2π)² (docs/numerics/navier_stokes.md)
+        "kolmogorov-re1000": dict(viscosity=1e-3 / (4 * np.pi ** 2), drag=0.1,
+                                  forcing="kolmogorov", **KOLMOGOROV),
     }
     TINY = dict(resolution=16, simulation_resolution=16, viscosity=(1e-3, 2e-3),
                 forcing="torus-vis-force", final_time=0.2, record_interval=0.1, time_step=0.01)
@@ -720,6 +755,20 @@ class NavierStokes2D(TimeDependentSolver):
         rngs = [sample_rng(seed, index, stream=0) for index in indices]
         return self._grf.sample_batch(rngs)[:, None]
 
+    def sample_inputs(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """Initial vorticity and parameters; with ``spin_up``, the initial vorticity is the
+        random field advanced ``spin_up`` time units by this solver (same scheme and step)."""
+        inputs = super().sample_inputs(seed, indices)
+        spin_up = float(self.config.spin_up)
+        if spin_up:
+            fields = dataclasses.asdict(self.config)
+            fields.update(final_time=spin_up, record_interval=spin_up, spin_up=0.0)
+            warm = type(self)(fft_backend=self.fft_backend, threads=self.threads, **fields)
+            parameters = {k: v for k, v in inputs.items() if k != "initial"}
+            inputs["initial"] = warm.simulate(inputs["initial"], 1,
+                                              parameters=parameters)[:, -1]
+        return inputs
+
     # -- simulation ------------------------------------------------------------------------
     def _engine(self, batch: int) -> _Engine:
         key = (self.config.simulation_resolution, batch)
@@ -766,6 +815,19 @@ class NavierStokes2D(TimeDependentSolver):
 
     def observe(self, state) -> np.ndarray:
         return state.engine.physical()[:, None]
+
+    takes_source = True
+
+    def add_source(self, state, source: np.ndarray) -> None:
+        """Ŝ joins the forcing f̂ of every stage (the forcing's per-sample spectra)."""
+        if self.config.forcing == "torus-vis-force":
+            raise ValueError("a source term with the moving torus-vis-force forcing is not "
+                             "supported: use another forcing, or correct after the step")
+        record = state.engine.record
+        record.real[...] = source[:, 0]
+        source_hat = record.forward().copy()
+        state.forcing_hat = state.forcing_hat + source_hat
+        state.shift_hat = state.forcing_hat  # unused without the moving phase
 
     def divergence_hint(self) -> str:
         cfg = self.config

@@ -273,13 +273,14 @@ def _times_by_parts(c, z):  # pragma: no cover
 
 
 def _fused_steps(v, steps, e, e2, q, f1, f2x2, f3, factor, power, forward, backward, real,
-                 spectral, work):  # pragma: no cover
+                 spectral, work, source, has_source):  # pragma: no cover
     """``steps`` ETDRK4 steps of every row of ``v`` (in place), transforms included.
 
     Row after row, each row through all its steps while its few kilobytes stay in L1. A
     nonlinear evaluation: the stage into ``spectral``, c2r into ``real`` (unnormalised),
-    u -> u^power, r2c, times ``factor`` (g, the 2/3 mask and 1/n^power). The arithmetic is
-    :func:`etdrk4_step`'s, with 2 f2 precomputed (``f2x2``, an exact doubling).
+    u -> u^power, r2c, times ``factor`` (g, the 2/3 mask and 1/n^power), plus the row of
+    ``source`` (Ŝ, unnormalised) if ``has_source``. The arithmetic is :func:`etdrk4_step`'s,
+    with 2 f2 precomputed (``f2x2``, an exact doubling).
     """
     batch, m = v.shape
     n = real.shape[0]
@@ -319,6 +320,9 @@ def _fused_steps(v, steps, e, e2, q, f1, f2x2, f3, factor, power, forward, backw
                 target = work[stage]
                 for j in range(m):
                     target[j] = _times(factor[j], spectral[j])
+                if has_source:
+                    for j in range(m):
+                        target[j] = target[j] + source[row, j]
             for j in range(m):
                 v[row, j] = _times(e[c, j], v[row, j]) + _times(f1[c, j], nv[j]) \
                     + _times(f2x2[c, j], na[j] + nb[j]) + _times(f3[c, j], nc[j])
@@ -418,16 +422,21 @@ class FusedETDRK4:
                        for block, buffers in zip(self.blocks, self.buffers)]:
             future.result()
 
-    def advance(self, v: np.ndarray, steps: int) -> None:
-        """``steps`` steps of ``v`` (``[batch, m]``, of :attr:`complex_dtype`), in place."""
+    def advance(self, v: np.ndarray, steps: int, source: np.ndarray | None = None) -> None:
+        """``steps`` steps of ``v`` (``[batch, m]``, of :attr:`complex_dtype`), in place;
+        ``source`` (``[batch, m]``, unnormalised rfft like ``v``) is added to N̂."""
         e = self.coefficients
         shared = e[0].shape[0] == 1
+        has_source = source is not None
+        if not has_source:
+            source = np.zeros((1, 1), self.complex_dtype)
 
         def run(block, buffers):
             real, spectral, work = buffers
             own = e if shared else tuple(x[block] for x in e)
             self.steps_kernel(v[block], int(steps), *own, self.factor, self.power,
-                              self.plans.forward, self.plans.backward, real, spectral, work)
+                              self.plans.forward, self.plans.backward, real, spectral, work,
+                              source[block] if has_source else source, has_source)
 
         self._map(run)
 
@@ -481,9 +490,18 @@ class BufferedETDRK4:
         self.term = NonlinearTerm1D(nonlinearity, factor, batch=batch, backend=backend)
         self.stepper = ETDRK4(linear, h, self.term, batch=batch)
 
-    def advance(self, v: np.ndarray, steps: int) -> None:
-        for _ in range(steps):
-            self.stepper.step(v)
+    def advance(self, v: np.ndarray, steps: int, source: np.ndarray | None = None) -> None:
+        if source is not None:
+            def nonlinear(v_hat, out):
+                self.term(v_hat, out)
+                out += source
+
+            self.stepper.nonlinear = nonlinear
+        try:
+            for _ in range(steps):
+                self.stepper.step(v)
+        finally:
+            self.stepper.nonlinear = self.term
 
     def spectral(self, u: np.ndarray) -> np.ndarray:
         return self.term.spectral(u)
@@ -496,10 +514,12 @@ class BufferedETDRK4:
 class SpectralState:
     """A batch in flight: ``v_hat`` (unnormalised rfft of u, ``[batch, n // 2 + 1]``) and
     the stepper (:class:`FusedETDRK4` or :class:`BufferedETDRK4`) that advances and
-    transforms it."""
+    transforms it, and the spectrum of a source term added to N̂, if any."""
 
     v_hat: np.ndarray
     stepper: FusedETDRK4 | BufferedETDRK4
+    #: Ŝ of a source term (unnormalised rfft, ``[batch, n // 2 + 1]``), or None.
+    source_hat: np.ndarray | None = None
 
 
 class SemilinearSolver1D(TimeDependentSolver):
@@ -651,7 +671,15 @@ class SemilinearSolver1D(TimeDependentSolver):
         # A blow-up overflows on its way to inf/NaN; simulate() reports it after the record
         # interval (SolverDivergedError naming the time and the fix), so no warnings here.
         with np.errstate(over="ignore", invalid="ignore"):
-            state.stepper.advance(state.v_hat, steps)
+            state.stepper.advance(state.v_hat, steps, state.source_hat)
+
+    takes_source = True
+
+    def add_source(self, state: SpectralState, source: np.ndarray) -> None:
+        """Ŝ = rfft(S) (unnormalised, as v̂) joins N̂ in every stage of the interval's steps."""
+        source_hat = state.stepper.spectral(source[:, 0])
+        state.source_hat = source_hat if state.source_hat is None \
+            else state.source_hat + source_hat
 
     def observe(self, state: SpectralState) -> np.ndarray:
         return state.stepper.physical(state.v_hat)[:, None]

@@ -165,6 +165,39 @@ def test_float32_is_within_its_documented_bound_of_float64(scheme):
     assert b.dtype == np.float64
 
 
+@pytest.mark.parametrize("scheme", ["rk3-cn", "etdrk4"])
+def test_kolmogorov_preset_keeps_its_laminar_solution_steady(scheme):
+    # Kochkov's flow on [0, 2π)² rescaled to the unit torus: u = U sin(4Y), U = 1 / (16 ν + μ)
+    # (Y = 2π y, ν = 1e-3, μ = 0.1) is the exact steady state of the forced, damped equations;
+    # its vorticity −4U cos(8π y) is one shell, so advection vanishes and it must stay put.
+    config = dict(NavierStokes2D.PRESETS["kolmogorov-re1000"], simulation_resolution=32,
+                  resolution=32, spin_up=0.0, final_time=2.0, record_interval=1.0,
+                  scheme=scheme, time_step=0.01)
+    ns = NavierStokes2D(**config)
+    y, x = grid(32)
+    U = 1.0 / (16 * 1e-3 + 0.1)
+    laminar = -4 * U * np.cos(8 * np.pi * y) + 0 * x
+    frames = ns.simulate(laminar[None, None], 2)
+    for step in (1, 2):
+        error = np.abs(frames[0, step, 0] - laminar).max() / np.abs(laminar).max()
+        assert error <= 1e-13, (step, error)
+
+
+def test_kolmogorov_flow_keeps_zero_mean_vorticity_and_spins_up():
+    config = dict(NavierStokes2D.PRESETS["kolmogorov-re1000"], simulation_resolution=32,
+                  resolution=32, final_time=0.5, record_interval=0.25, spin_up=0.5,
+                  time_step=0.01)
+    ns = NavierStokes2D(**config)
+    inputs = ns.sample_inputs(seed=0, indices=[0, 1])
+    cold = NavierStokes2D(**{**config, "spin_up": 0.0}).sample_inputs(seed=0, indices=[0, 1])
+    spun = NavierStokes2D(**{**config, "spin_up": 0.0, "final_time": 0.5,
+                             "record_interval": 0.5}).simulate(cold["initial"], 1)[:, -1]
+    np.testing.assert_array_equal(inputs["initial"], spun)  # spin-up: the solver, 0.5 on
+    frames = ns.solve_batch(inputs)["vorticity"]
+    means = frames.mean(axis=(-2, -1))
+    assert np.abs(means).max() <= 1e-12 * np.abs(frames).max(), means
+
+
 def moving_forcing_exact(n, t, nu, amplitude):
     # f = A sin(2πx + ct), c = 0.2, on the |k| = 1 shell: a' = −κa + A e^{ict}, a(0) = 0,
     # a(t) = A (e^{ict} − e^{−κt}) / (κ + ic), ω = Im(a e^{2πix}).
@@ -278,7 +311,10 @@ def test_torus_forcing_phase_decomposition():
     (dict(viscosity=float("nan")), "viscosity"),
     (dict(viscosity=(1e-4, 1e-5)), "low, high"),
     (dict(resolution=60, simulation_resolution=256), "divisor"),
-    (dict(forcing="kolmogorov"), "unknown forcing"),
+    (dict(forcing="kolmogorov-flow"), "unknown forcing"),
+    (dict(spin_up=-1.0), "spin_up"),
+    (dict(spin_up=0.5, forcing="torus-vis-force"), "phase"),
+    (dict(spin_up=0.00015, time_step=1e-4), "whole number of time steps"),
     (dict(time_stepping="fast"), "time_stepping"),
     (dict(record_interval=0.3, final_time=1.0), "whole number"),
     (dict(time_step=3e-4, record_interval=1.0), "whole number"),
