@@ -54,7 +54,7 @@ def test_help_explains_every_option(capsys):
     (["--viscosity", "-1"], "viscosity"),
     (["--viscosity", "0"], "viscosity"),
     (["--resolution", "24"], "divisor"),
-    (["--forcing", "kolmogorov"], "unknown forcing"),
+    (["--forcing", "kolmogorov-flow"], "unknown forcing"),
 ])
 def test_bad_physics_prints_one_clear_message(tmp_path, capsys, extra, message):
     out = tmp_path / "ns.nc"

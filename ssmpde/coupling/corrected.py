@@ -1,4 +1,4 @@
-r"""A coarse solver followed by a trained correction, as one Stepper.
+r"""A coarse solver with a trained correction, as one Stepper.
 
 One step of a :class:`CorrectedStepper` advances the coarse solver one record interval from
 the last frame, then adds the correction a trained model predicts from the history, the coarse
@@ -6,6 +6,12 @@ prediction and the conditioning:
 
 .. math:: u_{t+1} = c_{t+1} + M(u_{t-w+1..t},\ c_{t+1},\ \text{conditioning}),
           \qquad c_{t+1} = \mathcal{C}(u_t).
+
+A corrector trained with ``correction_mode="source"`` acts inside the step instead (INC's
+"indirect" correction, Wei et al. 2025): its correction δ = M(u_{t-w+1..t}, u_t, conditioning)
+enters the coarse solver's right-hand side as the source S = δ / Δt over the interval,
+u_{t+1} = 𝒞(u_t; S), so the solver's implicit diffusion, exact linear part and dealiasing act
+on it.
 
 The state stays on the coarse solver's simulation grid (the data the corrector was trained on
 are stored there), so nothing is lost handing frames between the two. The correction is added
@@ -66,6 +72,10 @@ class CorrectedStepper(SurrogateStepper):
         if abs(coarse.dt - self.dt) > 1e-12 * max(1.0, self.dt):
             raise ValueError(f"the coarse solver's record interval {coarse.dt} differs from the "
                              f"corrector's {self.dt}")
+        self.mode = self.task.correction_mode
+        if self.mode == "source" and not coarse.takes_source:
+            raise ValueError(f"the corrector acts inside the coarse step as a source term, "
+                             f"which {coarse.name} does not take")
         self.coarse = coarse
         self.parameter_names = tuple(dict.fromkeys((*self.task.conditioning,
                                                     *coarse.parameter_names)))
@@ -75,7 +85,8 @@ class CorrectedStepper(SurrogateStepper):
         """How reports name it: ``corrected 4x5``, and ``corrected 4x5, unrolled 4`` for a
         corrector trained through 4 unrolled coarse steps."""
         horizon = self.record.get("train_config", {}).get("horizon", 1)
-        return f"corrected {self.coarsening}" + (f", unrolled {horizon}" if horizon > 1 else "")
+        return (f"corrected {self.coarsening}" + (", in-step" if self.mode == "source" else "")
+                + (f", unrolled {horizon}" if horizon > 1 else ""))
 
     def step(self, history: np.ndarray, *, time: float = 0.0,
              parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
@@ -85,10 +96,19 @@ class CorrectedStepper(SurrogateStepper):
         ``parameters`` holds what the solver and the model take.
         """
         history = self.check_history(history)
-        coarse = np.asarray(self.coarse.step(
-            history[:, -1:], time=time,
-            parameters=stepper_inputs(self.coarse, parameters, time)), dtype=np.float64)
         cond = self._conditioning(history.shape[0], parameters)
+        solver_parameters = stepper_inputs(self.coarse, parameters, time)
+        if self.mode == "source":
+            with torch.no_grad():
+                source = self._wrapped.source(
+                    torch.as_tensor(history, dtype=torch.float32, device=self.device),
+                    torch.as_tensor(cond, dtype=torch.float32, device=self.device))
+            return np.asarray(self.coarse.step(history[:, -1:], time=time,
+                                               parameters=solver_parameters,
+                                               source=source.double().cpu().numpy()),
+                              dtype=np.float64)
+        coarse = np.asarray(self.coarse.step(history[:, -1:], time=time,
+                                             parameters=solver_parameters), dtype=np.float64)
         with torch.no_grad():
             correction = self._wrapped.correction(
                 torch.as_tensor(history, dtype=torch.float32, device=self.device),

@@ -27,6 +27,7 @@ __all__ = ["BUILTIN_MODELS", "ModelConfig", "Surrogate", "build_model", "check_p
 
 #: Modules of the built-in models (importing one registers it): a new model adds a line here.
 BUILTIN_MODELS = (
+    "conv_corrector",
     "fno",
     "geomano",
     "lamo",

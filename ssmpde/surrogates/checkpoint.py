@@ -278,7 +278,7 @@ def read_record(path: Path) -> dict:
 #: The task keys of a record (:class:`~ssmpde.surrogates.datasets.Task`) and their JSON types.
 _TASK_KEYS = {"kind": str, "inputs": list, "outputs": list, "grid": list, "conditioning": list,
               "window": int, "horizon": int, "dt": (int, float), "time_dependent": list,
-              "correction": bool}
+              "correction": bool, "correction_mode": str}
 _REQUIRED_TASK_KEYS = ("kind", "inputs", "outputs", "grid")  # typed by _problems' need()
 
 
@@ -295,6 +295,9 @@ def _task_problems(task: dict) -> list[str]:
         elif key in ("inputs", "outputs", "conditioning", "time_dependent") and \
                 isinstance(value, list) and not all(isinstance(v, str) for v in value):
             problems.append(f"task {key!r} must hold variable names (strings)")
+    mode = task.get("correction_mode", "after")
+    if isinstance(mode, str) and mode not in ("after", "source"):
+        problems.append(f"task 'correction_mode' must be 'after' or 'source', got {mode!r}")
     grid = task.get("grid")
     if isinstance(grid, list) and (not 1 <= len(grid) <= 2 or not all(
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in grid)):
@@ -451,6 +454,13 @@ class NormalisedModel:
         (next frame − coarse prediction)."""
         return self.corrections.decode(self.model(self._inputs(
             window, torch.cat([coarse, conditioning], dim=1))))
+
+    def source(self, window: torch.Tensor, conditioning: torch.Tensor) -> torch.Tensor:
+        """An in-step corrector's source term ``[batch, fields, *grid]``: the correction δ it
+        predicts from ``window`` (the current frame standing in the coarse prediction's
+        channels), spread over the record interval, S = δ / dt. The solver adds S to its
+        right-hand side, so its implicit or exact linear part and its dealiasing act on it."""
+        return self.correction(window, window[:, -1], conditioning) / self.task.dt
 
     def _inputs(self, window: torch.Tensor, extra: torch.Tensor,
                 noise: torch.Tensor | None = None) -> torch.Tensor:

@@ -64,6 +64,11 @@ class Task:
         Rollout: the model corrects a coarse solver's step (``target="correction"``): it also
         sees the coarse prediction of the next frame, one channel per field, and predicts
         the correction (see :mod:`ssmpde.surrogates.correction`).
+    correction_mode : {"after", "source"}
+        A corrector's place: ``after`` the coarse step (the correction is added to its
+        prediction), or inside it as a ``source`` term of the right-hand side over the
+        interval (the model then sees the current frame in the coarse prediction's channels
+        and its correction δ enters the solver as S = δ / dt).
     """
 
     kind: str
@@ -76,6 +81,7 @@ class Task:
     dt: float = 0.0
     time_dependent: tuple[str, ...] = ()
     correction: bool = False
+    correction_mode: str = "after"
 
     @property
     def in_channels(self) -> int:

@@ -59,6 +59,10 @@ SCHEDULES = ("onecycle", "cosine")
 TARGETS = ("state", "increment", "correction")
 
 
+#: Where a corrector acts: after the coarse step, or inside it as a source term.
+CORRECTION_MODES = ("after", "source")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train (the model's own config is separate).
@@ -100,6 +104,11 @@ class TrainConfig:
     coarse : str, optional
         With ``target="correction"``: the coarsening ``"SxT"`` of the solver to correct
         (grid ``S`` times coarser, step ``T`` times longer), e.g. ``"2x5"``.
+    correction_mode : {"after", "source"}
+        With ``target="correction"``: add the correction after the coarse step (default), or
+        inside it as a source term of the solver's right-hand side (INC's "indirect"
+        correction, Wei et al. 2025; the spectral solvers). A source corrector always trains
+        through the differentiable coarse step, one step (horizon 1) or unrolled.
     num_test : int
         Samples held out from the training file when no test file is given.
     seed : int
@@ -130,6 +139,7 @@ class TrainConfig:
     noise_std: float = 0.0
     target: str = "state"
     coarse: str | None = None
+    correction_mode: str = "after"
     num_test: int = 0
     seed: int = 0
     schedule: str = "onecycle"
@@ -170,6 +180,13 @@ class TrainConfig:
                 raise ValueError("a correction trains one record interval at a time (horizon "
                                  "1, teacher forcing) or unrolled through the differentiable "
                                  "coarse step (horizon > 1, mode autoregressive)")
+        if self.correction_mode not in CORRECTION_MODES:
+            raise ValueError(f"correction_mode must be one of {CORRECTION_MODES}, got "
+                             f"{self.correction_mode!r}")
+        if self.correction_mode != "after" and self.target != "correction":
+            raise ValueError("correction_mode='source' is for correctors: pass "
+                             "target='correction' and coarse='SxT' (--target correction "
+                             "--coarse 4x1 --correction-mode source)")
         if not isinstance(self.pushforward, bool):
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
@@ -272,7 +289,8 @@ def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
     coarse step, or of its steps unrolled through ``coarse_step`` (a
     :class:`~ssmpde.solvers.differentiable.DifferentiableStep`)."""
     target = batch["target"]
-    if wrapped.task.correction and "coarse" in batch:
+    if wrapped.task.correction and wrapped.task.correction_mode == "after" \
+            and "coarse" in batch:
         return relative_l2(corrected(wrapped, batch)[:, 0], target[:, 0], fields=True).mean()
     if wrapped.task.correction:
         return _unrolled_correction_loss(wrapped, batch, config, coarse_step)
@@ -354,13 +372,24 @@ def _unrolled_correction_loss(wrapped: NormalisedModel, batch: dict[str, torch.T
     window, steps = batch["history"], target.shape[1]
     losses = []
     for k in range(steps):
-        parameters = solver_parameters(wrapped.task, conditioning[:, k], coarse_step.solver)
-        coarse = coarse_step(window[:, -1], parameters=parameters)
-        frame = coarse + wrapped.correction(window, coarse, conditioning[:, k])
+        frame = corrected_step(wrapped, coarse_step, window, conditioning[:, k])
         losses.append(relative_l2(frame, target[:, k], fields=True).mean())
         fed = frame.detach() if config.pushforward and k < steps - 1 else frame
         window = torch.cat([window[:, 1:], fed.unsqueeze(1)], dim=1)
     return losses[-1] if config.pushforward else torch.stack(losses).mean()
+
+
+def corrected_step(wrapped: NormalisedModel, coarse_step, window: torch.Tensor,
+                   conditioning: torch.Tensor) -> torch.Tensor:
+    """One corrected coarse step in PyTorch, ``[batch, fields, *grid]``, from ``window`` and
+    one step's ``conditioning``: the correction after the differentiable coarse step, or
+    its source term inside it (``task.correction_mode``)."""
+    parameters = solver_parameters(wrapped.task, conditioning, coarse_step.solver)
+    if wrapped.task.correction_mode == "source":
+        return coarse_step(window[:, -1], parameters=parameters,
+                           source=wrapped.source(window, conditioning).to(window.dtype))
+    coarse = coarse_step(window[:, -1], parameters=parameters)
+    return coarse + wrapped.correction(window, coarse, conditioning)
 
 
 def solver_parameters(task: Task, conditioning: torch.Tensor, solver) -> dict:
@@ -387,12 +416,18 @@ def corrected(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]) -> torch
                                         batch["conditioning"][:, 0])).unsqueeze(1)
 
 
-def _predict(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]):
+def _predict(wrapped: NormalisedModel, batch: dict[str, torch.Tensor], coarse_step=None):
     """(prediction, per-sample error ``[batch, steps]``) of a batch: operator pairs, the
-    corrected coarse step, or the free autoregressive rollout over the batch's horizon."""
+    corrected coarse step (through ``coarse_step`` for an in-step corrector), or the free
+    autoregressive rollout over the batch's horizon."""
     if wrapped.task.kind == "operator":
         prediction = wrapped(batch["x"])
         return prediction, relative_l2(prediction, batch["y"], fields=True)[:, None]
+    if wrapped.task.correction and wrapped.task.correction_mode == "source":
+        prediction = corrected_step(wrapped, coarse_step, batch["history"],
+                                    batch["conditioning"][:, 0]).unsqueeze(1)
+        return prediction, relative_l2(prediction[:, 0], batch["target"][:, 0],
+                                       fields=True)[:, None]
     if wrapped.task.correction:
         prediction = corrected(wrapped, batch)
         return prediction, relative_l2(prediction[:, 0], batch["target"][:, 0],
@@ -404,7 +439,7 @@ def _predict(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]):
 
 
 def _evaluate_split(wrapped: NormalisedModel, dataset: TaskDataset, batch_size: int,
-                    device) -> dict[str, Any]:
+                    device, coarse_step=None) -> dict[str, Any]:
     """Test relative L2: operator pairs, or per step of an autoregressive rollout."""
     if len(dataset) == 0:
         return {}
@@ -413,7 +448,8 @@ def _evaluate_split(wrapped: NormalisedModel, dataset: TaskDataset, batch_size: 
     with torch.no_grad():
         for start in range(0, len(dataset), batch_size):
             batch = _collate(dataset, range(start, min(start + batch_size, len(dataset))))
-            errors.append(_predict(wrapped, {k: v.to(device) for k, v in batch.items()})[1])
+            errors.append(_predict(wrapped, {k: v.to(device) for k, v in batch.items()},
+                                   coarse_step)[1])
     wrapped.model.train()
     values = torch.cat(errors)
     if dataset.task.kind == "operator":
@@ -458,7 +494,8 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs):
         train_samples, test_samples = split_samples(num_samples, config.num_test)
         test_set = TaskDataset(data, task, test_samples)
     if config.target == "correction":
-        task = dataclasses.replace(task, correction=True)
+        task = dataclasses.replace(task, correction=True,
+                                   correction_mode=config.correction_mode)
         if task.horizon > 1 and task.time_dependent:
             raise ValueError("unrolling through the coarse solver does not take time-dependent "
                              f"forcing ({list(task.time_dependent)}): train one step at a time "
@@ -471,13 +508,13 @@ def _with_coarse_predictions(task: Task, train_set: TaskDataset, test_set: TaskD
     """A correction's (training set, test set, the training file's coarse predictions): the
     coarse predictions of the stored frames are computed into (or read from) ``out``.
     One-step items on them (the test set always: one corrected step is the comparable
-    metric); unrolled training reads plain trajectory windows."""
+    metric); unrolled training, and a source corrector's, reads plain trajectory windows."""
     one_step = dataclasses.replace(task, horizon=1)
     cache = coarse_predictions(train_set.path, config.coarse, cache_directory(out),
                                progress=progress)
     test_cache = cache if test_set.path == train_set.path else coarse_predictions(
         test_set.path, config.coarse, cache_directory(out, "test"), progress=progress)
-    if task.horizon == 1:
+    if task.horizon == 1 and task.correction_mode == "after":
         train_set = CorrectionDataset(train_set.path, one_step, train_set.samples, cache.values)
     return (train_set,
             CorrectionDataset(test_set.path, one_step, test_set.samples, test_cache.values),
@@ -691,7 +728,7 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     if task.correction:
         train_set, test_set, coarse_values = _with_coarse_predictions(
             task, train_set, test_set, config, out, progress and rank == 0)
-    if task.correction and task.horizon > 1:
+    if task.correction and (task.horizon > 1 or task.correction_mode == "source"):
         from ssmpde.solvers.differentiable import differentiable_step
 
         with open_dataset(data) as ds:
@@ -755,7 +792,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
                    "lr": scheduler.get_last_lr()[0],
                    "seconds": time.perf_counter() - epoch_start}
         if rank == 0:
-            metrics.update(_evaluate_split(evaluator, test_set, config.batch_size, device))
+            metrics.update(_evaluate_split(evaluator, test_set, config.batch_size, device,
+                                           coarse_step))
             save_run(out, model, optimizer, scheduler, record, epoch + 1, step, metrics)
             if progress:
                 shown = {k: (round(v, 5) if isinstance(v, float) else v)

@@ -345,3 +345,66 @@ def test_run_rollout_puts_corrected_rows_beside_the_surrogate_and_the_coarse_sol
     with pytest.raises(ValueError, match="not a corrector"):
         run_rollout(surrogate, steps=1, schedules=["surrogate"], data=ks_data,
                     correctors=[surrogate])
+
+
+# -- the correction inside the step (a source term of the coarse solver) --------------------
+@pytest.fixture(scope="module")
+def ks_source_corrector(ks_data, tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "ks-2x5-source"
+    train("fno", ks_data, out=run, preset="burgers", progress=False,
+          model_overrides={"width": 8, "depth": 1, "modes": [8]},
+          config=TrainConfig(epochs=1, batch_size=4, window=1, num_test=2,
+                             target="correction", coarse="2x5", correction_mode="source"))
+    return run
+
+
+def test_zero_source_corrector_is_the_coarse_solver_bit_for_bit(ks_data, ks_source_corrector):
+    stepper = stepper_from_checkpoint(ks_source_corrector)
+    assert stepper.mode == "source" and stepper.label == "corrected 2x5, in-step"
+    _zero_output(stepper.model)
+    stepper._wrapped.corrections.mean = [0.0] * len(stepper.fields)
+    with open_dataset(ks_data) as ds:
+        history = ds["u"].values[:, :1, None]
+        conditions = Conditions.from_dataset(ds)
+    corrected = rollout(stepper, history, 5, parameters=conditions)
+    coarse = rollout(stepper.coarse, history, 5, parameters=conditions)
+    np.testing.assert_array_equal(corrected, coarse)
+
+
+def test_source_training_is_the_deployed_in_step_rollout(ks_data, ks_source_corrector):
+    """The source corrector's training loss (through the differentiable coarse step, the
+    correction entering its right-hand side) is the error of the rollout the stepper makes
+    with the numba solver, and its gradient reaches the model."""
+    from ssmpde.core import relative_l2
+    from ssmpde.solvers.differentiable import differentiable_step
+    from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+    from ssmpde.surrogates.train import rollout_loss
+
+    model, record = load_checkpoint(ks_source_corrector)
+    assert record["task"]["correction_mode"] == "source"
+    wrapped = normalised_model(model, record)
+    stepper = stepper_from_checkpoint(ks_source_corrector)
+    with open_dataset(ks_data) as ds:
+        u = ds["u"].values[:4, :2, None]
+        viscosity = ds["viscosity"].values[:4]
+        coarse_step = differentiable_step(coarse_solver(ds, "2x5"))
+    frames = rollout(stepper, u[:, :1], 1, parameters={"viscosity": viscosity})
+    plain = rollout(stepper.coarse, u[:, :1], 1, parameters={"viscosity": viscosity})
+    assert not np.array_equal(frames, plain)  # the source did something
+    expected = relative_l2(frames[:, 0], u[:, 1], fields=True).mean()
+    batch = {"history": torch.as_tensor(u[:, :1], dtype=torch.float32),
+             "target": torch.as_tensor(u[:, 1:], dtype=torch.float32),
+             "conditioning": torch.as_tensor(viscosity, dtype=torch.float32).reshape(
+                 4, 1, 1, 1).expand(4, 1, 1, 64)}
+    config = TrainConfig(window=1, target="correction", coarse="2x5", correction_mode="source")
+    loss = rollout_loss(wrapped, batch, config, None, coarse_step)
+    assert float(loss.detach()) == pytest.approx(float(expected), rel=1e-4)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    assert all(torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
+
+
+def test_bad_correction_modes_get_one_clear_line():
+    with pytest.raises(ValueError, match=r"correction_mode must be one of \('after', 'source'\)"):
+        TrainConfig(target="correction", coarse="2x1", correction_mode="inside")
+    with pytest.raises(ValueError, match="correction_mode='source' is for correctors"):
+        TrainConfig(correction_mode="source")

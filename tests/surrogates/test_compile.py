@@ -43,6 +43,8 @@ CONFIGS = [
     ("lean-fno", "2d", dict(preset="ns-corrector", grid=(16, 12), modes=(4, 4), width=8)),
     ("lean-fno", "1d", dict(preset="ks-corrector", grid=(32,), modes=(8,), width=8)),
     ("fno", "darcy", dict(preset="darcy", grid=(17, 17), modes=(6, 6), width=8, depth=2)),
+    ("conv-corrector", "2d", dict(preset="kolmogorov", grid=(12, 10), width=8)),
+    ("conv-corrector", "1d", dict(preset="ks", grid=(32,), width=8)),
 ]
 #: Models dynamo cannot trace in one graph: neuraloperator's einsum goes through opt_einsum,
 #: which ends the graph (the compiled model runs as several graphs with eager code between).
