@@ -414,6 +414,13 @@ def _add_train_parser(commands) -> None:
             ("device", str, "DEVICE", "torch device (cpu, cuda)")):
         train.add_argument(f"--{name}", type=kind, dest=f"train__{name.replace('-', '_')}",
                            metavar=metavar, help=text)
+    train.add_argument("--curriculum", nargs="+", type=int, metavar="H",
+                       dest="train__curriculum",
+                       help="unrolled training: the horizons of successive phases of equal "
+                            "length, ending at --horizon, e.g. 1 4 16 32")
+    train.add_argument("--truncation", type=int, metavar="N", dest="train__truncation",
+                       help="unrolled correction training: backpropagate through at most N "
+                            "steps (0: all)")
     train.add_argument("--inputs", nargs="+", metavar="VAR",
                        help="operator task inputs: variables, NAME@FRAME for one frame of a "
                             "time-dependent one (e.g. u@0); default: from the variable roles")

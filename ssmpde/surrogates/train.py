@@ -104,6 +104,15 @@ class TrainConfig:
     coarse : str, optional
         With ``target="correction"``: the coarsening ``"SxT"`` of the solver to correct
         (grid ``S`` times coarser, step ``T`` times longer), e.g. ``"2x5"``.
+    curriculum : tuple of int
+        Unrolled training: the horizons of successive phases of equal length (in epochs),
+        increasing and ending at ``horizon``, e.g. ``(1, 4, 16, 32)``; empty: ``horizon``
+        throughout. Short horizons first let the model learn its one-step job before the
+        long unrolls, whose gradients are large and noisy (Um et al. 2020; List et al. 2022).
+    truncation : int
+        Unrolled correction training: backpropagate through at most this many steps (the
+        state is detached every ``truncation`` steps; truncated backpropagation through time);
+        0: through all of them.
     correction_mode : {"after", "source"}
         With ``target="correction"``: add the correction after the coarse step (default), or
         inside it as a source term of the solver's right-hand side (INC's "indirect"
@@ -140,6 +149,8 @@ class TrainConfig:
     target: str = "state"
     coarse: str | None = None
     correction_mode: str = "after"
+    curriculum: tuple[int, ...] = ()
+    truncation: int = 0
     num_test: int = 0
     seed: int = 0
     schedule: str = "onecycle"
@@ -187,10 +198,33 @@ class TrainConfig:
             raise ValueError("correction_mode='source' is for correctors: pass "
                              "target='correction' and coarse='SxT' (--target correction "
                              "--coarse 4x1 --correction-mode source)")
+        curriculum = tuple(self.curriculum)
+        if curriculum:
+            if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1
+                       for h in curriculum) or list(curriculum) != sorted(set(curriculum)) \
+                    or curriculum[-1] != self.horizon:
+                raise ValueError(f"curriculum must be increasing horizons ending at horizon "
+                                 f"{self.horizon}, e.g. (1, 4, {self.horizon}); got "
+                                 f"{self.curriculum!r}")
+            if len(curriculum) > self.epochs:
+                raise ValueError(f"a curriculum of {len(curriculum)} phases needs at least as "
+                                 f"many epochs, got {self.epochs}")
+            object.__setattr__(self, "curriculum", curriculum)
+        if isinstance(self.truncation, bool) or not isinstance(self.truncation, int) \
+                or self.truncation < 0:
+            raise ValueError(f"truncation must be an integer >= 0, got {self.truncation!r}")
         if not isinstance(self.pushforward, bool):
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
         compile_backend(self.compile)
+
+
+def horizon_at(config: TrainConfig, epoch: int) -> int:
+    """The unroll horizon of ``epoch`` (from 0): the curriculum's phase, or ``horizon``."""
+    if not config.curriculum:
+        return config.horizon
+    phase = min(len(config.curriculum) - 1, epoch * len(config.curriculum) // config.epochs)
+    return config.curriculum[phase]
 
 
 def check_device(name) -> torch.device:
@@ -283,11 +317,15 @@ def operator_loss(prediction, target, gradient_weight: float) -> torch.Tensor:
 
 def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
                  config: TrainConfig, generator: torch.Generator | None,
-                 coarse_step=None) -> torch.Tensor:
+                 coarse_step=None, horizon: int | None = None) -> torch.Tensor:
     """Mean per-field relative L2 over the horizon, teacher-forced or unrolled (with
     pushforward: gradients only through the last step); a corrector's: of its corrected
     coarse step, or of its steps unrolled through ``coarse_step`` (a
-    :class:`~ssmpde.solvers.differentiable.DifferentiableStep`)."""
+    :class:`~ssmpde.solvers.differentiable.DifferentiableStep`). ``horizon``: only the
+    batch's first steps (a curriculum's phase)."""
+    if horizon is not None and horizon < batch["target"].shape[1]:
+        batch = {**batch, "target": batch["target"][:, :horizon],
+                 "conditioning": batch["conditioning"][:, :horizon]}
     target = batch["target"]
     if wrapped.task.correction and wrapped.task.correction_mode == "after" \
             and "coarse" in batch:
@@ -374,7 +412,9 @@ def _unrolled_correction_loss(wrapped: NormalisedModel, batch: dict[str, torch.T
     for k in range(steps):
         frame = corrected_step(wrapped, coarse_step, window, conditioning[:, k])
         losses.append(relative_l2(frame, target[:, k], fields=True).mean())
-        fed = frame.detach() if config.pushforward and k < steps - 1 else frame
+        truncated = config.truncation and (k + 1) % config.truncation == 0
+        fed = frame.detach() if (config.pushforward or truncated) and k < steps - 1 \
+            else frame
         window = torch.cat([window[:, 1:], fed.unsqueeze(1)], dim=1)
     return losses[-1] if config.pushforward else torch.stack(losses).mean()
 
@@ -560,8 +600,11 @@ def _restore_model(out: Path, model, model_name: str, model_config, config) -> d
                          "resume with the same model and options")
     stored = record.get("train_config", {})
     now = json.loads(json.dumps(dataclasses.asdict(config)))
-    changed = [f"{key} {stored.get(key)!r} (now {value!r})" for key, value in now.items()
-               if key not in ("device", "compile") and stored.get(key) != value]
+    # an option added after the run was written had its default value then
+    defaults = json.loads(json.dumps(dataclasses.asdict(TrainConfig())))
+    changed = [f"{key} {stored.get(key, defaults[key])!r} (now {value!r})"
+               for key, value in now.items() if key not in ("device", "compile")
+               and stored.get(key, defaults[key]) != value]
     if changed:
         raise ValueError(f"the run in {out} was started with other training options: "
                          f"{'; '.join(changed)}. Resume with the run's options (the schedule is "
@@ -596,7 +639,8 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
                 noise = noise.to(x.device)
             loss = operator_loss(wrapped(x, noise), batch["y"], gradient_weight)
         else:
-            loss = rollout_loss(wrapped, batch, config, generator, coarse_step)
+            loss = rollout_loss(wrapped, batch, config, generator, coarse_step,
+                                horizon=horizon_at(config, epoch))
         loss_value = _mean_across(float(loss.detach()), world)
         if not math.isfinite(loss_value):
             raise TrainingDivergedError(
@@ -789,6 +833,7 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         bar.close()
         step += steps
         metrics = {"epoch": epoch + 1, "step": step, "train_loss": loss,
+                   "horizon": horizon_at(config, epoch),
                    "lr": scheduler.get_last_lr()[0],
                    "seconds": time.perf_counter() - epoch_start}
         if rank == 0:

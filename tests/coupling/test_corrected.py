@@ -408,3 +408,30 @@ def test_bad_correction_modes_get_one_clear_line():
         TrainConfig(target="correction", coarse="2x1", correction_mode="inside")
     with pytest.raises(ValueError, match="correction_mode='source' is for correctors"):
         TrainConfig(correction_mode="source")
+
+
+def test_the_curriculum_reaches_the_configured_horizon(ks_data, tmp_path):
+    run = tmp_path / "curriculum"
+    config = TrainConfig(epochs=3, batch_size=4, window=1, num_test=2, horizon=3,
+                         curriculum=(1, 2, 3), truncation=2, mode="autoregressive",
+                         pushforward=False, target="correction", coarse="2x5",
+                         correction_mode="source")
+    train("conv-corrector", ks_data, out=run, preset="ks", progress=False,
+          model_overrides={"width": 4, "depth": 1}, config=config)
+    log = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [entry["horizon"] for entry in log] == [1, 2, 3]
+    assert all(np.isfinite(entry["train_loss"]) for entry in log)
+    stepper = stepper_from_checkpoint(run)
+    assert stepper.label == "corrected 2x5, in-step, unrolled 3"
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(horizon=4, curriculum=(1, 4, 2)), "increasing horizons ending at horizon 4"),
+    (dict(horizon=4, curriculum=(1, 2)), "ending at horizon 4"),
+    (dict(horizon=4, curriculum=(1, 2, 4), epochs=2), "at least as many epochs"),
+    (dict(truncation=-1), "truncation must be an integer >= 0"),
+])
+def test_bad_curricula_get_one_clear_line(options, message):
+    base = dict(mode="autoregressive", target="correction", coarse="2x1")
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**{**base, "horizon": 2, **options})
