@@ -421,6 +421,10 @@ def _add_train_parser(commands) -> None:
     train.add_argument("--truncation", type=int, metavar="N", dest="train__truncation",
                        help="unrolled correction training: backpropagate through at most N "
                             "steps (0: all)")
+    train.add_argument("--on-policy", type=int, metavar="N", dest="train__on_policy",
+                       help="correctors: every N epochs, train on the states the corrected "
+                            "solver itself visits over --horizon steps (no gradient through "
+                            "the solver); 0: off")
     train.add_argument("--inputs", nargs="+", metavar="VAR",
                        help="operator task inputs: variables, NAME@FRAME for one frame of a "
                             "time-dependent one (e.g. u@0); default: from the variable roles")

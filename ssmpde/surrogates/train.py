@@ -113,6 +113,14 @@ class TrainConfig:
         Unrolled correction training: backpropagate through at most this many steps (the
         state is detached every ``truncation`` steps; truncated backpropagation through time);
         0: through all of them.
+    on_policy : int
+        Correctors, without gradients through the solver: every ``on_policy`` epochs, roll
+        the current corrected solver out ``horizon`` steps from the training frames (the
+        numba solver, no gradient) and train one step at a time on the states it visited,
+        each against the true next frame, the solver's output held constant (the model's
+        correction δ enters as δ, in either mode). The training states are then those the
+        deployed corrector meets, errors included (a DAgger-like data aggregation; Ross et
+        al. 2011). 0: off.
     correction_mode : {"after", "source"}
         With ``target="correction"``: add the correction after the coarse step (default), or
         inside it as a source term of the solver's right-hand side (INC's "indirect"
@@ -151,6 +159,7 @@ class TrainConfig:
     correction_mode: str = "after"
     curriculum: tuple[int, ...] = ()
     truncation: int = 0
+    on_policy: int = 0
     num_test: int = 0
     seed: int = 0
     schedule: str = "onecycle"
@@ -213,6 +222,14 @@ class TrainConfig:
         if isinstance(self.truncation, bool) or not isinstance(self.truncation, int) \
                 or self.truncation < 0:
             raise ValueError(f"truncation must be an integer >= 0, got {self.truncation!r}")
+        if isinstance(self.on_policy, bool) or not isinstance(self.on_policy, int) \
+                or self.on_policy < 0:
+            raise ValueError(f"on_policy must be an integer >= 0, got {self.on_policy!r}")
+        if self.on_policy and (self.target != "correction" or self.window != 1
+                               or self.curriculum or self.horizon < 2):
+            raise ValueError("on_policy (training on the corrected rollout's own states) is "
+                             "for correctors with --window 1, a rollout --horizon of 2 or "
+                             "more, and no curriculum")
         if not isinstance(self.pushforward, bool):
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
@@ -327,8 +344,7 @@ def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
         batch = {**batch, "target": batch["target"][:, :horizon],
                  "conditioning": batch["conditioning"][:, :horizon]}
     target = batch["target"]
-    if wrapped.task.correction and wrapped.task.correction_mode == "after" \
-            and "coarse" in batch:
+    if wrapped.task.correction and "coarse" in batch:
         return relative_l2(corrected(wrapped, batch)[:, 0], target[:, 0], fields=True).mean()
     if wrapped.task.correction:
         return _unrolled_correction_loss(wrapped, batch, config, coarse_step)
@@ -450,10 +466,62 @@ def solver_parameters(task: Task, conditioning: torch.Tensor, solver) -> dict:
 
 def corrected(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """A corrector's one-step prediction ``[batch, 1, fields, *grid]``: the batch's coarse
-    prediction plus the model's correction."""
-    coarse = batch["coarse"][:, 0]
-    return (coarse + wrapped.correction(batch["history"], coarse,
+    prediction plus the model's correction (an in-step corrector's δ = S dt, the solver's
+    response to it held constant)."""
+    coarse, history = batch["coarse"][:, 0], batch["history"]
+    seen = history[:, -1] if wrapped.task.correction_mode == "source" else coarse
+    return (coarse + wrapped.correction(history, seen,
                                         batch["conditioning"][:, 0])).unsqueeze(1)
+
+
+class OnPolicyItems(torch.utils.data.Dataset):
+    """One-step correction items on the states a corrected rollout visited (in memory):
+    ``{"history": [1, fields, *grid], "coarse", "target": [1, ...], "conditioning": [1, k,
+    *grid]}``, as :class:`~ssmpde.surrogates.correction.CorrectionDataset` gives them."""
+
+    def __init__(self, task: Task, items: dict[str, torch.Tensor]):
+        self.task, self.items = dataclasses.replace(task, horizon=1), items
+
+    def __len__(self) -> int:
+        return len(self.items["history"])
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {key: value[index] for key, value in self.items.items()}
+
+    def close(self) -> None:
+        """Nothing to close (in memory); the interface of the file-backed datasets."""
+
+
+def on_policy_items(wrapped: NormalisedModel, trajectories: TaskDataset, solver,
+                    batch_size: int) -> OnPolicyItems:
+    """Roll the corrected ``solver`` (numba, no gradient) out over each item of
+    ``trajectories`` (windows of one frame, ``horizon`` targets) and collect every visited
+    state with its coarse prediction and the true next frame."""
+    task, collected = wrapped.task, {"history": [], "coarse": [], "target": [],
+                                     "conditioning": []}
+    with torch.no_grad():
+        for start in range(0, len(trajectories), batch_size):
+            batch = _collate(trajectories, range(start, min(start + batch_size,
+                                                            len(trajectories))))
+            state = batch["history"][:, -1].double().numpy()
+            for k in range(batch["target"].shape[1]):
+                conditioning = batch["conditioning"][:, k]
+                parameters = {name: value.double().numpy() for name, value in
+                              solver_parameters(task, conditioning, solver).items()}
+                coarse = solver.step(state[:, None], parameters=parameters)
+                window = torch.as_tensor(state[:, None], dtype=torch.float32)
+                coarse_t = torch.as_tensor(coarse, dtype=torch.float32)
+                collected["history"].append(window)
+                collected["coarse"].append(coarse_t[:, None])
+                collected["target"].append(batch["target"][:, k:k + 1])
+                collected["conditioning"].append(conditioning[:, None])
+                if task.correction_mode == "source":
+                    source = wrapped.source(window, conditioning).double().numpy()
+                    state = solver.step(state[:, None], parameters=parameters, source=source)
+                else:
+                    state = coarse + wrapped.correction(window, coarse_t,
+                                                        conditioning).double().numpy()
+    return OnPolicyItems(task, {key: torch.cat(values) for key, values in collected.items()})
 
 
 def _predict(wrapped: NormalisedModel, batch: dict[str, torch.Tensor], coarse_step=None):
@@ -807,7 +875,12 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         evaluator.model = CompiledOnFirstCall(evaluator.model, backend)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
-    steps_per_epoch = math.ceil(len(train_set) / config.batch_size)
+    trajectories, solver = train_set, None
+    if config.on_policy:  # one-step items on each visited state: horizon per trajectory item
+        with open_dataset(data) as ds:
+            solver = coarse_solver(ds, config.coarse)
+    items_per_epoch = len(train_set) * (config.horizon if config.on_policy else 1)
+    steps_per_epoch = math.ceil(items_per_epoch / config.batch_size)
     scheduler = _scheduler(optimizer, config, config.epochs * steps_per_epoch)
     # The run directory appears with the first checkpoint (save_run): a run that fails in its
     # first epoch (a damaged sample of the data) leaves nothing behind.
@@ -820,6 +893,10 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         # The data order and the noise of epoch e depend on (seed, e) only: resuming needs
         # no random-number state.
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
+        if config.on_policy and (epoch % config.on_policy == 0 or epoch == first_epoch):
+            # the states the corrected solver visits now (a resumed run regenerates them
+            # from its resumed weights)
+            train_set = on_policy_items(evaluator, trajectories, solver, config.batch_size)
         bar = tqdm(total=len(train_set), desc=f"epoch {epoch + 1}/{config.epochs}",
                    unit="item", disable=not progress or rank != 0, leave=False)
         epoch_start = time.perf_counter()
@@ -847,7 +924,9 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         if time_limit is not None and _stop_everywhere(
                 time.perf_counter() - started > time_limit, world):
             break
-    train_set.close()
+    trajectories.close()
+    if train_set is not trajectories:
+        train_set.close()
     test_set.close()
     return metrics
 

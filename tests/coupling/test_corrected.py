@@ -435,3 +435,41 @@ def test_bad_curricula_get_one_clear_line(options, message):
     base = dict(mode="autoregressive", target="correction", coarse="2x1")
     with pytest.raises(ValueError, match=message):
         TrainConfig(**{**base, "horizon": 2, **options})
+
+
+@pytest.mark.parametrize("mode", ["after", "source"])
+def test_on_policy_items_are_the_states_the_corrected_solver_visits(ks_data, tmp_path, mode):
+    """Variant without gradients through the solver: the training states are those of the
+    deployed corrected rollout (numba solver, current model), each paired with its true next
+    frame; a run trains on them."""
+    from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+    from ssmpde.surrogates.datasets import TaskDataset
+    from ssmpde.surrogates.train import on_policy_items
+
+    run = tmp_path / f"on-policy-{mode}"
+    config = TrainConfig(epochs=2, batch_size=4, window=1, num_test=2, horizon=3,
+                         mode="autoregressive", target="correction", coarse="2x5",
+                         correction_mode=mode, on_policy=1)
+    metrics = train("conv-corrector", ks_data, out=run, preset="ks", progress=False,
+                    model_overrides={"width": 4, "depth": 1}, config=config)
+    assert np.isfinite(metrics["train_loss"]) and "test_rel_l2" in metrics
+    model, record = load_checkpoint(run)
+    wrapped = normalised_model(model, record)
+    stepper = stepper_from_checkpoint(run)
+    task = dataclasses.replace(wrapped.task, horizon=3)
+    trajectories = TaskDataset(ks_data, task, np.arange(2))
+    items = on_policy_items(wrapped, trajectories, stepper.coarse, batch_size=8)
+    with open_dataset(ks_data) as ds:
+        u = ds["u"].values[:2, :, None]
+        viscosity = ds["viscosity"].values[:2]
+    starts = len(trajectories) // 2
+    frames = rollout(stepper, u[:, :1], 3, parameters={"viscosity": viscosity})
+    # item order: per batch of trajectory items, step k, then the batch; sample 0 starts at 0
+    history = items.items["history"].numpy()
+    for k in range(3):
+        state = u[0, 0] if k == 0 else frames[0, k - 1]
+        np.testing.assert_allclose(history[k * len(trajectories)], state[None], rtol=1e-5,
+                                   atol=1e-5)
+        np.testing.assert_array_equal(items.items["target"].numpy()[k * len(trajectories), 0],
+                                      u[0, k + 1].astype(np.float32))
+    assert starts >= 1 and len(items) == 3 * len(trajectories)
