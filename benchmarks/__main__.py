@@ -31,6 +31,7 @@ SECTIONS = (
     ("euler", "benchmarks.bench_euler"),
     ("ks", "benchmarks.bench_ks"),
     ("burgers", "benchmarks.bench_burgers"),
+    ("peers", "benchmarks.bench_peers"),
     ("geomano", "benchmarks.bench_geomano"),
     ("geomano_speed", "benchmarks.bench_geomano_speed"),
     ("ssno", "benchmarks.bench_ssno"),
