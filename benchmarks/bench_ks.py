@@ -1,5 +1,5 @@
 """Kuramoto–Sivashinsky: ssmpde's ETDRK4 against SciPy Radau (how LPSDA made the published
-data) and against Exponax's KS stepper (JAX on CPU), side by side in one run.
+data), side by side in one run.
 
 1. Radau: ``solve_ivp(method="Radau", atol=rtol=1e-9)`` on a NumPy pseudospectral right-hand
    side u_t = −(u²/2)_x − u_xx − ν u_xxxx (no Jacobian given, as LPSDA's generator), against
@@ -10,11 +10,8 @@ data) and against Exponax's KS stepper (JAX on CPU), side by side in one run.
    fastest step whose error is at or below Radau's. Radau is timed on ``--radau-batch``
    trajectories one at a time, ssmpde on a batch of ``--batch``; time per trajectory is the
    batch time over the batch size.
-2. Exponax: ``exponax.stepper.KuramotoSivashinskyConservative`` (u_t + ½ b₁ (u²)_x + ψ₁ u_xx
-   + ψ₂ u_xxxx = 0 with b₁ = ψ₁ = 1, ψ₂ = ν; ETDRK order 4; 2/3 dealiasing), float64, batch
-   ``--exponax-batch`` through ``jax.vmap``, against ssmpde's ``lpsda`` stepper (dealias
-   on, h = 0.01) on the same initial states. Agreement is checked over a few steps first.
-   Skipped with a message when Exponax is not installed (``pip install -e .[compare]``).
+The comparison with Exponax (and torch-cfd) is ``benchmarks/bench_peers.py``: one pinned core,
+per step at every shape, float64 and float32.
 
     python -m benchmarks.bench_ks            # writes benchmarks/results/ks.json
 """
@@ -118,103 +115,6 @@ def radau_part(args, u0: np.ndarray) -> dict:
     }
 
 
-def exponax_part(args, u0: np.ndarray) -> dict:
-    try:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
-        import exponax
-        import jax.numpy as jnp
-    except ImportError as error:
-        return {"skipped": f"Exponax/JAX not installed ({error}); pip install -e .[compare]"}
-
-    n, nu, h, length = args.resolution, args.viscosity, args.exponax_time_step, 64.0
-    batch, steps = len(u0), args.exponax_steps
-    stepper = exponax.stepper.KuramotoSivashinskyConservative(
-        1, length, n, h, convection_scale=1.0, second_order_scale=1.0,
-        fourth_order_scale=nu, order=4)
-    step = jax.jit(jax.vmap(stepper))
-    many = jax.jit(jax.vmap(exponax.repeat(stepper, steps)))
-    check = jax.jit(jax.vmap(exponax.repeat(stepper, args.check_steps)))
-    x0 = jnp.asarray(u0)  # [batch, 1, N], float64
-
-    # agreement over a few steps, same initial states
-    ks_check = solver(n, args.check_steps * h, h, dealias=True,
-                      record_interval=args.check_steps * h)
-    ours_end = ks_check.simulate(u0, 1)[:, -1, 0]
-    theirs_end = np.asarray(check(x0))[:, 0]
-    agreement = relative_l2(theirs_end, ours_end)
-    # the same with Exponax's 2/3 band widened by one mode to ssmpde's (|k| <= 170 at N = 512)
-    matched_fraction = (int(2.0 / 3.0 * (n // 2)) + 1) / (n // 2)
-    matched = exponax.stepper.KuramotoSivashinskyConservative(
-        1, length, n, h, convection_scale=1.0, second_order_scale=1.0,
-        fourth_order_scale=nu, order=4, dealiasing_fraction=matched_fraction)
-    matched_end = np.asarray(jax.jit(jax.vmap(exponax.repeat(matched, args.check_steps)))(x0))
-    agreement_matched = relative_l2(matched_end[:, 0], ours_end)
-
-    # timings: ssmpde's stepper loop (state built once, as Exponax's stepper) and end to end
-    ks = solver(n, steps * h, h, dealias=True, record_interval=h)
-    parameters = {"viscosity": np.full(batch, nu)}
-    state = ks.start(u0, parameters)
-    ks_whole = solver(n, steps * h, h, dealias=True, record_interval=steps * h)
-
-    def run_ours():
-        for _ in range(steps):
-            ks.advance(state, 0.0)
-        return state["v"]
-
-    def run_ours_simulate():
-        return ks_whole.simulate(u0, 1)
-
-    def run_theirs_scan():
-        return many(x0).block_until_ready()
-
-    def run_theirs_calls():
-        u = x0
-        for _ in range(steps):
-            u = step(u)
-        return u.block_until_ready()
-
-    timings = interleaved({"ssmpde": run_ours, "ssmpde_simulate": run_ours_simulate,
-                           "exponax_scan": run_theirs_scan, "exponax_calls": run_theirs_calls},
-                          repeats=args.repeats, warmup=1)  # warm-up: JIT, numba
-    times = {key: [t / steps for t in value] for key, value in timings.times.items()}
-    per_step = {key: float(np.median(value)) for key, value in times.items()}
-    best_exponax = min(per_step["exponax_scan"], per_step["exponax_calls"])
-    return {
-        "versions": {"exponax": getattr(exponax, "__version__", None) or _version("exponax"),
-                     "jax": jax.__version__, "jaxlib": _version("jaxlib")},
-        "stepper": "exponax.stepper.KuramotoSivashinskyConservative(1, L, N, dt, "
-                   "convection_scale=1, second_order_scale=1, fourth_order_scale=nu, order=4)",
-        "dtype": "float64 (jax_enable_x64)", "jax_devices": [str(d) for d in jax.devices()],
-        "resolution": n, "domain_length": length, "viscosity": nu, "time_step": h,
-        "batch": batch, "steps_per_timing": steps, "repeats": args.repeats,
-        "check_steps": args.check_steps,
-        "rel_l2_difference_after_check_steps": agreement.tolist(),
-        "rel_l2_difference_max": float(agreement.max()),
-        "matched_dealiasing_fraction": matched_fraction,
-        "rel_l2_difference_max_matched_band": float(agreement_matched.max()),
-        "seconds_per_step": per_step,
-        "seconds_per_step_all": times,
-        "speedup_vs_exponax": best_exponax / per_step["ssmpde"],
-        "speedup_vs_exponax_end_to_end": best_exponax / per_step["ssmpde_simulate"],
-        "ssmpde_simulate_setup_seconds": steps * (per_step["ssmpde_simulate"]
-                                                  - per_step["ssmpde"]),
-        "differences": "Exponax dealiases before and after the product (keeps |k| <= "
-                       "2/3 (N/2) - 1, i.e. k <= 169 at N = 512) and uses 16 contour points; "
-                       "ssmpde dealiases the product only (keeps |k| <= 170) with 64 points.",
-    }
-
-
-def _version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resolution", type=int, default=512)
@@ -227,25 +127,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=float, nargs="+",
                         default=[0.02, 0.01, 0.005, 0.002, 0.001, 0.0005],
                         help="ssmpde time steps swept (each divides 0.1)")
-    parser.add_argument("--exponax-batch", type=int, default=64)
-    parser.add_argument("--exponax-time-step", type=float, default=0.01)
-    parser.add_argument("--exponax-steps", type=int, default=100, help="steps per timing")
-    parser.add_argument("--check-steps", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5, help="alternating Exponax timings")
     parser.add_argument("--sweep-repeats", type=int, default=3, help="timings per swept step")
-    parser.add_argument("--skip-exponax", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS / "ks.json")
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()[0]
     ks0 = solver(args.resolution, args.final_time, 0.01, dealias=False)
-    u0 = ks0.initial_condition(0, range(max(args.batch, args.radau_batch, args.exponax_batch)))
-    radau = radau_part(args, u0[:max(args.batch, args.radau_batch)])
-    exponax = ({"skipped": "--skip-exponax"} if args.skip_exponax
-               else exponax_part(args, u0[:args.exponax_batch]))
+    u0 = ks0.initial_condition(0, range(max(args.batch, args.radau_batch)))
+    radau = radau_part(args, u0)
     result = {**header("kuramoto_sivashinsky"), "preset": "lpsda", "initial_seed": 0,
               "load_average_1min_before_after": [load_before, os.getloadavg()[0]],
-              "radau_comparison": radau, "exponax_comparison": exponax}
+              "radau_comparison": radau}
     write(result, args.out)
 
     r = radau
@@ -270,32 +162,11 @@ def main(argv=None) -> dict:
               f"{r['speedup_at_equal_or_better_error']:.0f}x faster than Radau")
     else:
         print("  no swept ssmpde step reached Radau's error")
-    e = exponax
-    if "skipped" in e:
-        print(f"2. Exponax comparison skipped: {e['skipped']}")
-    else:
-        s = e["seconds_per_step"]
-        print(f"2. vs Exponax {e['versions']['exponax']} (JAX {e['versions']['jax']}, CPU, "
-              f"float64), batch {e['batch']}, h = {e['time_step']:g}, dealiased; agreement after "
-              f"{e['check_steps']} steps: rel. L2 {e['rel_l2_difference_max']:.1e} (default band), "
-              f"{e['rel_l2_difference_max_matched_band']:.1e} (band matched to ssmpde's)")
-        print("| implementation | ms / step (batch) | speed-up |")
-        print("|---|---|---|")
-        best = min(s["exponax_scan"], s["exponax_calls"])
-        for key, label in (("exponax_calls", "Exponax, jit(vmap(stepper)) per call"),
-                           ("exponax_scan", f"Exponax, jit(vmap(repeat(stepper, "
-                                            f"{e['steps_per_timing']})))"),
-                           ("ssmpde", "ssmpde ETDRK4 step loop"),
-                           ("ssmpde_simulate", f"ssmpde simulate, {e['steps_per_timing']} steps "
-                                               "incl. setup")):
-            print(f"| {label} | {1e3 * s[key]:.2f} | {best / s[key]:.2f}x |")
-        print(f"  (medians of {e['repeats']} alternating timings of {e['steps_per_timing']} steps; "
-              f"ssmpde's per-simulate setup ~ {e['ssmpde_simulate_setup_seconds']:.2f} s)")
     return result
 
 
 def rows(result: dict) -> list[str]:
-    """This benchmark's rows of the results table: Radau at equal or better error, Exponax."""
+    """This benchmark's row of the results table: Radau at equal or better error."""
     lines = []
     r = result["radau_comparison"]
     chosen = next((row for row in r["ssmpde_sweep"]
@@ -309,15 +180,6 @@ def rows(result: dict) -> list[str]:
             f"{r['radau']['seconds_per_trajectory']:.1f} s (SciPy Radau, tol "
             f"{r['radau_tol']:g}, as LPSDA)",
             f"**{r['speedup_at_equal_or_better_error']:.0f}x**", when(result)))
-    e = result["exponax_comparison"]
-    if "skipped" not in e:
-        s = e["seconds_per_step"]
-        lines.append(table_row(
-            f"KS ETDRK4 step, N {e['resolution']}, batch {e['batch']}, float64",
-            f"{s['ssmpde'] * 1e3:.2f} ms",
-            f"{min(s['exponax_scan'], s['exponax_calls']) * 1e3:.2f} ms (Exponax "
-            f"{e['versions']['exponax']}, JAX CPU)",
-            f"**{e['speedup_vs_exponax']:.1f}x**", when(result)))
     return lines
 
 

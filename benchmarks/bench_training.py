@@ -178,10 +178,20 @@ def rows(result: dict) -> list[str]:
             f"{g['test_rel_l2']:.4f} ({g['epochs_done']} epochs"
             + (f" over {g['train_samples']} samples"
                if g.get("train_samples", 0) < f.get("train_samples", 0) else "")
-            + f", {g['parameters']:,} parameters)",
+            + f", {g['parameters']:,} parameters{_fitted_to(g['model_config'])})",
             f"{f['test_rel_l2']:.4f} ({f['epochs_done']} epochs)",
             f"{g['test_rel_l2'] / f['test_rel_l2']:.2f}", when(result)))
     return lines
+
+
+def _fitted_to(config: dict) -> str:
+    """What a parameter count was fitted to: the data's grid and input channels (a preset on
+    its own grid counts differently, as ``ssmpde models`` shows)."""
+    grid = config.get("grid") or []
+    text = f" at {grid[0]}²" if len(grid) == 2 and grid[0] == grid[1] else \
+        (f" at {'×'.join(map(str, grid))}" if grid else "")
+    channels = config.get("in_channels", 1)
+    return text + (f" with {channels} input channels" if channels > 1 else "")
 
 
 if __name__ == "__main__":
