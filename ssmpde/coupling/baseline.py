@@ -118,6 +118,7 @@ def against_coarse(rows: list[dict]) -> dict:
     sentence for a report.
     """
     done = [r for r in rows if "failed" not in r]
+    idle = _corrections_without_gain(done)
     coarse = [r for r in done if r.get("kind") in ("coarse", "solver")]
     solver_rows = [r for r in done if r.get("kind") == "solver"]
     # The fine solver as a user runs it (one continuous run) when the report has it.
@@ -135,12 +136,16 @@ def against_coarse(rows: list[dict]) -> dict:
                 + (f" ({row['seconds'] / fine['seconds']:.0%} of the fine solver's "
                    f"{fine['seconds']:.3f} s)" if fine else ""))
 
+    note = "".join(f"; {row['schedule']} ends where {plain['schedule'].split(' (')[0]} does "
+                   f"({row['final_rel_l2']:.3g} against {plain['final_rel_l2']:.3g}): its "
+                   "corrector adds nothing" for row, plain in idle)
+    result["no_gain"] = [row for row, _ in idle]
     if beating:
         best = min(beating, key=lambda r: r["final_rel_l2"])
         result["best"] = best
         result["summary"] = (f"best against the solver baselines: {best['schedule']}, rel. L2 "
                              f"{cost(best)}; no solver run (fine or coarse) as fast is as "
-                             "accurate")
+                             "accurate" + note)
         return result
     candidates = [r for r in done if r.get("kind") in SURROGATE_KINDS]
     if not candidates:
@@ -152,5 +157,26 @@ def against_coarse(rows: list[dict]) -> dict:
     result.update(closest=closest, dominated_by=winner)
     result["summary"] = (f"no surrogate-based configuration beats the solver alone: the most "
                          f"accurate, {closest['schedule']}, reaches {cost(closest)}; "
-                         f"{winner['schedule']} reaches {cost(winner)}")
+                         f"{winner['schedule']} reaches {cost(winner)}" + note)
     return result
+
+
+#: A corrected row within this relative distance of its own coarse solver's final error has
+#: learned nothing a user can see.
+NO_GAIN = 0.01
+
+
+def _corrections_without_gain(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """(corrected row, its coarse solver's row) pairs whose final errors agree to
+    :data:`NO_GAIN`: the correction adds nothing to the coarse solver."""
+    out = []
+    for row in rows:
+        if row.get("kind") != "corrected":
+            continue
+        coarsening = row["schedule"].removeprefix("corrected ").split(",")[0]
+        plain = next((r for r in rows if r.get("kind") == "coarse"
+                      and f"{r.get('space')}x{r.get('time')}" == coarsening), None)
+        if plain is not None and abs(row["final_rel_l2"] - plain["final_rel_l2"]) \
+                <= NO_GAIN * max(plain["final_rel_l2"], 1e-300):
+            out.append((row, plain))
+    return out

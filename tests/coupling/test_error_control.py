@@ -307,3 +307,23 @@ def test_error_controlled_and_parareal_rollouts_export_their_accounting(ks, tmp_
             if key == "parareal":
                 assert config["parareal"]["iterations"] == 1
                 assert list(back.source.values) == [3] * 4
+
+
+def test_a_corrected_row_that_ends_where_its_coarse_solver_does_is_named_no_gain():
+    # The demo's trap: "corrected 2x2" at the coarse 2x2 solver's own error is no learned
+    # gain, whatever else the verdict says.
+    from ssmpde.coupling.baseline import against_coarse
+
+    fine = {"schedule": "solver, one run", "kind": "solver", "final_rel_l2": 0.0,
+            "seconds": 1.0}
+    coarse = {"schedule": "coarse 2x2 (grid 64², 2x longer step)", "kind": "coarse",
+              "space": 2, "time": 2, "final_rel_l2": 0.000909, "seconds": 0.1}
+    idle = {"schedule": "corrected 2x2", "kind": "corrected", "final_rel_l2": 0.0009093,
+            "seconds": 0.15}
+    verdict = against_coarse([fine, coarse, idle])
+    assert verdict["no_gain"] == [idle]
+    assert "corrected 2x2 ends where coarse 2x2 does" in verdict["summary"]
+    assert "adds nothing" in verdict["summary"]
+    useful = dict(idle, final_rel_l2=0.0004)
+    verdict = against_coarse([fine, coarse, useful])
+    assert verdict["no_gain"] == [] and "adds nothing" not in verdict["summary"]
