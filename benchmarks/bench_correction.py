@@ -1,0 +1,711 @@
+"""Does a learned correction let a coarse spectral solver beat the plain solver? Kochkov's test.
+
+Judged as McGreivy & Hakim (Nature Machine Intelligence 2024) ask: every corrected
+configuration is set against the plain solver's own Pareto curve (accuracy against the
+rollout's time), from the same held-out initial states, against the same converged reference,
+on one thread. Two problems:
+
+* ``kolmogorov``: Kochkov et al.'s (PNAS 2021) Kolmogorov flow on the unit torus (the
+  ``kolmogorov-re1000`` preset at the Reynolds number ``bench_kolmogorov_resolution`` chose),
+  ETDRK4. Initial states: the preset's random vorticity (seed 1000 on, held out from any
+  training seed) spun up on 128² and settled on the reference grid
+  (:func:`benchmarks.bench_kolmogorov_resolution.spin_up`);
+* ``ks``: Kuramoto–Sivashinsky, the ``lpsda`` preset (L = 64, ν = 0.1), fused ETDRK4, from
+  the preset's random initial states spun up onto the attractor. The reference takes a step
+  four times shorter than the preset's h = 0.01: at h = 0.01 a run twice as fine in space
+  and time leaves correlation 0.95 after about 9.5 time units, from the time step's error.
+
+Per problem one row per configuration, every field the same for every kind:
+
+* ``kind``: ``solver`` (a plain solver run) or ``corrected`` (a coarse solver and a trained
+  correction, from ``--correctors``); ``label``, ``model`` (None for solvers), ``grid``,
+  ``time_step``, ``coarsening`` (per dimension, relative to the reference: grid points per
+  axis and the time step);
+* ``seconds``: the rollout over the horizon of the whole batch of evaluation samples on one
+  thread, the fastest of up to ``--repeats`` runs (``--clock``: CPU seconds of the process by
+  default, which on one thread is the wall time of a quiet core; the wall clock of a shared
+  machine is kept in ``wall_seconds``);
+* ``final_rel_l2``: the relative L2 error at the horizon, mean over the samples;
+  ``correlation_time`` and ``correlation_time_95``: the time until the Pearson correlation
+  with the reference drops below 0.8 and 0.95 (per sample, the steps before the first frame
+  below, times the record interval; then the mean over the samples);
+* corrected rows also: ``equal_accuracy_solver_seconds`` (what the solver takes for the same
+  correlation time, log-interpolated along its Pareto front), ``speedup`` and
+  ``breakeven_rollouts`` (Zhang et al. 2026: the rollouts after which the saving per rollout
+  has repaid the data generation and the training; None when either is unknown).
+
+Every solution is compared on the reference's grid: a coarse solution is interpolated
+spectrally (:func:`ssmpde.solvers.spectral.spectral_resample`) onto it first, and every run
+starts from the reference's initial state restricted spectrally to its grid. Writes
+``benchmarks/results/correction.json``, the figures ``docs/images/correction_pareto_{problem}.png``
+(correlation time and final error against seconds: the solver's rows one curve per grid,
+its Pareto front dashed, corrected rows as markers) and prints the tables.
+
+    taskset -c 1 env SSMPDE_THREADS=1 python -m benchmarks.bench_correction     # ~10 min
+    python -m benchmarks.bench_correction --correctors RUN [RUN ...]   # add corrected rows
+    python -m benchmarks.bench_correction --quick                      # seconds: smoke test
+    python -m benchmarks.bench_correction --figures-only               # redraw from the JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO, RESULTS, header, portable_path, when, write
+
+IMAGES = REPO / "docs" / "images"
+#: The correlation thresholds: PDE-Refiner's 0.8 and the reference criterion's 0.95.
+THRESHOLDS = {"correlation_time": 0.8, "correlation_time_95": 0.95}
+#: How solutions are compared (stored in the result).
+EVALUATION = ("on the reference's grid: each run starts from the reference's initial state "
+              "restricted spectrally to its grid, and its frames are interpolated spectrally "
+              "onto the reference's grid before the comparison")
+
+#: Per problem: the reference (grid, step), the solver rows (grid → steps), the horizon and
+#: record interval (time units), evaluation samples, seed, spin-up. Kolmogorov flow at the
+#: Re of bench_kolmogorov_resolution's choice (benchmarks/results/kolmogorov_resolution.json).
+PROBLEMS: dict[str, dict[str, Any]] = {
+    "kolmogorov": dict(
+        reynolds=1000.0, reference=(256, 2.5e-3),
+        # the resolution study's steps, twice them, and the largest stable at Courant number
+        # max(|u| + |v|) Δt n ≈ 1.3 (ETDRK4 diverged from about 1.5: 64² at 0.05, 128² at
+        # 0.02, 256² at 1/120); on these grids the time step's error is far below the grid's
+        grids={32: [2e-2, 5e-2], 64: [1e-2, 2e-2, 2.5e-2], 128: [5e-3, 1e-2, 1.25e-2],
+               256: [2.5e-3, 5e-3, 6.25e-3]},
+        horizon=10.0, record=0.1, samples=8, seed=1000,
+        spin_up=dict(time=50.0, grid=128, settle=1.0)),
+    "ks": dict(
+        reference=(512, 2.5e-3),
+        grids={64: [1e-2], 128: [1e-2, 2e-2], 256: [1e-2, 2.5e-2, 5e-2, 1e-1],
+               512: [2.5e-3, 5e-3, 1e-2, 2e-2]},
+        horizon=10.0, record=0.1, samples=16, seed=1000, spin_up=dict(time=20.0),
+        check=(1024, 1.25e-3)),
+}
+#: --quick: tiny versions of both problems (the smoke test). The Kolmogorov flow is then still
+#: the strong initial one, so its steps are short.
+QUICK: dict[str, dict[str, Any]] = {
+    "kolmogorov": dict(
+        reference=(64, 2.5e-3), grids={16: [5e-3, 1e-2], 32: [5e-3], 64: [2.5e-3]},
+        horizon=0.5, samples=2, spin_up=dict(time=0.5, grid=32, settle=0.1)),
+    "ks": dict(reference=(512, 5e-3), grids={128: [1e-2], 256: [1e-2, 5e-2], 512: [5e-3]},
+               horizon=2.0, samples=4, spin_up=dict(time=5.0), check=None),
+}
+
+
+# -- the problems -----------------------------------------------------------------------------
+def problem_config(name: str, *, quick: bool = False, **overrides) -> dict:
+    """The settings of problem ``name`` (:data:`PROBLEMS`, with :data:`QUICK` for ``quick``),
+    ``overrides`` that are not None on top."""
+    config = dict(PROBLEMS[name], **(QUICK[name] if quick else {}))
+    config.update({k: v for k, v in overrides.items() if v is not None})
+    return config
+
+
+def make_solver(name: str, config: Mapping, n: int, time_step: float):
+    """Problem ``name``'s plain solver on an ``n``-point grid (per axis) with ETDRK4 step
+    ``time_step``, one thread, stepping one record interval per step, no spin-up."""
+    record = config["record"]
+    if name == "kolmogorov":
+        from benchmarks.bench_kolmogorov_resolution import kolmogorov
+
+        return kolmogorov(config["reynolds"], n, time_step, record)
+    from ssmpde.solvers.kuramoto_sivashinsky import KuramotoSivashinsky
+
+    settings = dict(KuramotoSivashinsky.PRESETS["lpsda"])
+    settings.update(simulation_resolution=n, resolution=n, time_step=time_step,
+                    record_interval=record, final_time=record)
+    return KuramotoSivashinsky(threads=1, **settings)
+
+
+def label_of(name: str, n: int, time_step: float) -> str:
+    return f"{n}{'²' if name == 'kolmogorov' else ' pts'}, Δt {time_step:g}"
+
+
+def initial_states(name: str, config: Mapping):
+    """``(initial states [samples, 1, *reference grid], spin-up facts)``: the held-out random
+    initial states (seed ``config['seed']``) spun up onto the attractor."""
+    samples, seed = config["samples"], config["seed"]
+    grid, step = config["reference"]
+    spin = config["spin_up"]
+    if name == "kolmogorov":
+        from benchmarks.bench_kolmogorov_resolution import spin_up
+
+        return spin_up(config["reynolds"], samples=samples, seed=seed, grid=spin["grid"],
+                       duration=spin["time"], finest=grid, settle=spin["settle"],
+                       settle_step=step)
+    solver = make_solver(name, config, grid, step)
+    started = time.process_time()
+    state = solver.sample_inputs(seed, list(range(samples)))["initial"]
+    state = solver.simulate(state, round(spin["time"] / config["record"]))[:, -1]
+    return state, {"grid": grid, "time": spin["time"], "time_step": step,
+                   "cpu_seconds": round(time.process_time() - started, 2)}
+
+
+def restrict(states, n: int):
+    """States ``[batch, 1, *grid]`` resampled spectrally to ``n`` points per axis."""
+    from ssmpde.solvers.spectral import spectral_resample
+
+    ndim = states.ndim - 2
+    if states.shape[-1] == n:
+        return states
+    return spectral_resample(states[:, 0], n, ndim=ndim)[:, None]
+
+
+def to_grid(frames, n: int):
+    """Frames ``[batch, time, 1, *grid]`` resampled spectrally to ``n`` points per axis."""
+    from ssmpde.solvers.spectral import spectral_resample
+
+    if frames.shape[-1] == n:
+        return frames
+    return spectral_resample(frames, n, ndim=frames.ndim - 3)
+
+
+# -- scoring and timing -----------------------------------------------------------------------
+def score(frames, reference, dt: float) -> dict:
+    """The accuracy fields of a row: ``frames`` and ``reference`` ``[batch, time, 1, *grid]``
+    on the same grid and times, the initial frame first."""
+    import numpy as np
+
+    from ssmpde.core import high_correlation_time, relative_l2
+
+    out = {"final_rel_l2": float(relative_l2(frames[:, -1], reference[:, -1]).mean())}
+    for key, threshold in THRESHOLDS.items():
+        times = [high_correlation_time(frames[i:i + 1, 1:], reference[i:i + 1, 1:], dt,
+                                       threshold=threshold) for i in range(len(frames))]
+        out[key] = float(np.mean(times))
+        out[f"{key}s"] = [round(t, 6) for t in times]
+    return out
+
+
+def timed(call: Callable[[], Any], *, repeats: int, budget: float, clock: str
+          ) -> tuple[dict, Any]:
+    """Run ``call`` (warm already) at least once and up to ``repeats`` times while the time
+    spent stays under ``budget`` seconds: ``({seconds, cpu_seconds, wall_seconds, repeats},
+    last result)`` with the fastest run of each clock; ``seconds`` is that of ``clock``."""
+    cpu, wall, result = [], [], None
+    while not cpu or (len(cpu) < repeats and sum(wall) < budget):
+        c, w = time.process_time(), time.perf_counter()
+        result = call()
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    times = {"cpu_seconds": min(cpu), "wall_seconds": min(wall), "repeats": len(cpu)}
+    times["seconds"] = times["cpu_seconds" if clock == "cpu" else "wall_seconds"]
+    return times, result
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """What every row of a problem is measured against: the reference's frames ``[batch,
+    steps + 1, 1, *grid]`` every ``record`` time units from ``initial`` (on its grid)."""
+
+    problem: str
+    config: dict
+    initial: Any
+    reference: Any
+    repeats: int = 3
+    budget: float = 10.0
+    clock: str = "cpu"
+
+    @property
+    def grid(self) -> int:
+        return self.reference.shape[-1]
+
+    @property
+    def ndim(self) -> int:
+        return self.reference.ndim - 3
+
+    @property
+    def record(self) -> float:
+        return float(self.config["record"])
+
+    @property
+    def steps(self) -> int:
+        return self.reference.shape[1] - 1
+
+    def coarsening(self, n: int, time_step: float | None) -> dict:
+        """Reference grid points over the run's per axis, and the run's step over the
+        reference's (None when unknown)."""
+        axes = ("y", "x")[-self.ndim:] if self.ndim <= 2 else tuple(range(self.ndim))
+        factor = self.grid / n
+        out = {str(axis): (int(factor) if factor == int(factor) else factor) for axis in axes}
+        out["t"] = None if time_step is None else round(time_step / self.config["reference"][1],
+                                                        6)
+        return out
+
+    def parameters(self, n: int) -> dict:
+        """The per-sample inputs a stepper on an ``n``-point grid may take: those the
+        problem's datasets store (viscosity; Kolmogorov's forcing field on that grid)."""
+        import numpy as np
+
+        solver = make_solver(self.problem, self.config, n, self.config["reference"][1])
+        batch = self.initial.shape[0]
+        inputs = solver.resolve_parameters(batch, None)
+        return dict(inputs, **solver.extra_outputs(inputs, np.zeros(1)))
+
+
+def solver_row(evaluation: Evaluation, n: int, time_step: float) -> dict:
+    """One plain solver run: ``n`` points per axis, ETDRK4 step ``time_step``."""
+    from ssmpde.solvers.base import SolverDivergedError
+
+    name = evaluation.problem
+    row = {"kind": "solver", "label": label_of(name, n, time_step), "model": None, "grid": n,
+           "time_step": time_step, "coarsening": evaluation.coarsening(n, time_step)}
+    solver = make_solver(name, evaluation.config, n, time_step)
+    start = restrict(evaluation.initial, n)
+    try:
+        solver.simulate(start, 1)  # FFT plans, ETDRK4 coefficients, numba: untimed
+        times, frames = timed(lambda: solver.simulate(start, evaluation.steps),
+                              repeats=evaluation.repeats, budget=evaluation.budget,
+                              clock=evaluation.clock)
+    except SolverDivergedError as error:
+        return {**row, "failed": str(error).split(":")[0], "seconds": None,
+                "final_rel_l2": None, "correlation_time": None, "correlation_time_95": None}
+    return {**row, **times, **score(to_grid(frames, evaluation.grid), evaluation.reference,
+                                     evaluation.record)}
+
+
+def corrected_row(evaluation: Evaluation, stepper, *, grid: int | None = None,
+                  label: str | None = None, model: str | None = None,
+                  time_step: float | None = None, upfront_seconds: float | None = None,
+                  parameters: Mapping | None = None) -> dict:
+    """One corrected configuration: any Stepper-like ``stepper`` (``step(history, time=,
+    parameters=)`` → the next frame on its coarse grid; ``dt``, ``window``), rolled out over
+    the horizon from the reference's first ``window`` frames restricted to its grid.
+
+    Parameters
+    ----------
+    evaluation : Evaluation
+    stepper
+        ``stepper.dt`` must be a whole number of record intervals; its grid is ``grid`` or
+        ``stepper.grid`` (a :class:`~ssmpde.coupling.stepper.SurrogateStepper`'s).
+    label, model : str, optional
+        How the row is named (default ``stepper.label``) and the model's name.
+    time_step : float, optional
+        The coarse solver's own step (default that of ``stepper.coarse``, if any), for the
+        row's ``coarsening``.
+    upfront_seconds : float, optional
+        Data generation and training, for ``breakeven_rollouts`` (:func:`breakeven`).
+    parameters : mapping, optional
+        Per-sample inputs; default :meth:`Evaluation.parameters` on the stepper's grid (the
+        stepper takes those of its ``parameter_names``).
+    """
+    from ssmpde.coupling.steps import rollout
+    from ssmpde.solvers.base import SolverDivergedError, whole_multiple
+
+    grid = int(grid if grid is not None else tuple(stepper.grid)[0])
+    coarse = getattr(stepper, "coarse", None)
+    if time_step is None and coarse is not None:
+        time_step = getattr(coarse.config, "time_step", None)
+    ratio = whole_multiple(stepper.dt, evaluation.record,
+                           "the stepper's dt must be a whole number of record intervals")
+    window = int(getattr(stepper, "window", 1))
+    reference = evaluation.reference[:, ::ratio]
+    steps = reference.shape[1] - window
+    if steps < 1:
+        raise ValueError(f"a window of {window} steps of {stepper.dt:g} leaves nothing to roll "
+                         f"out within the horizon {evaluation.steps * evaluation.record:g}")
+    history = to_grid(reference[:, :window], grid)
+    inputs = dict(parameters) if parameters is not None else evaluation.parameters(grid)
+    start = (window - 1) * stepper.dt
+    row = {"kind": "corrected", "label": label or getattr(stepper, "label", "corrected"),
+           "model": model, "grid": grid, "time_step": time_step,
+           "coarsening": evaluation.coarsening(grid, time_step), "dt": stepper.dt,
+           "window": window}
+    try:
+        rollout(stepper, history, 1, time=start, parameters=inputs)  # warm-up, untimed
+        times, frames = timed(
+            lambda: rollout(stepper, history, steps, time=start, parameters=inputs),
+            repeats=evaluation.repeats, budget=evaluation.budget, clock=evaluation.clock)
+    except (SolverDivergedError, FloatingPointError) as error:
+        return {**row, "failed": str(error).split(":")[0], "seconds": None,
+                "final_rel_l2": None, "correlation_time": None, "correlation_time_95": None}
+    import numpy as np
+
+    full = np.concatenate([history, frames], axis=1)
+    if not np.all(np.isfinite(full)):
+        return {**row, **times, "failed": "the rollout became non-finite",
+                "final_rel_l2": None, "correlation_time": None, "correlation_time_95": None}
+    return {**row, **times, "upfront_seconds": upfront_seconds,
+            **score(to_grid(full, evaluation.grid), reference, stepper.dt)}
+
+
+# -- judging against the solver's Pareto curve --------------------------------------------------
+def solver_front(rows: Sequence[Mapping], metric: str = "correlation_time") -> list[Mapping]:
+    """The solver rows no other solver row beats in both seconds and ``metric`` (larger is
+    better), by time, each more accurate than the one before."""
+    done = sorted((r for r in rows if r["kind"] == "solver" and r.get(metric) is not None),
+                  key=lambda r: (r["seconds"], -r[metric]))
+    front = []
+    for row in done:
+        if not front or row[metric] > front[-1][metric]:
+            front.append(row)
+    return front
+
+
+def equal_accuracy_seconds(rows: Sequence[Mapping], target: float,
+                           metric: str = "correlation_time") -> float | None:
+    """What the plain solver takes to reach ``metric`` = ``target``: log-linear interpolation
+    of seconds along its Pareto front; the cheapest solver row's seconds when even it does
+    as well (an upper bound), None when no solver row does."""
+    front = solver_front(rows, metric)
+    if not front or target > front[-1][metric]:
+        return None
+    if target <= front[0][metric]:
+        return float(front[0]["seconds"])
+    for low, high in zip(front, front[1:]):
+        if low[metric] < target <= high[metric]:
+            weight = (target - low[metric]) / (high[metric] - low[metric])
+            return float(math.exp(math.log(low["seconds"]) + weight * (
+                math.log(high["seconds"]) - math.log(low["seconds"]))))
+    return None  # unreachable: the front's metric increases
+
+
+def breakeven(upfront_seconds: float | None, seconds: float | None,
+              solver_seconds: float | None) -> int | None:
+    """Rollouts after which a learned method has repaid its upfront cost (data generation and
+    training; Zhang et al. 2026): ``ceil(upfront / (solver_seconds − seconds))``, with
+    ``solver_seconds`` the solver's time at equal accuracy. None when a cost is unknown or the
+    method saves nothing per rollout (it never breaks even); 0 with no upfront cost."""
+    if upfront_seconds is None or seconds is None or solver_seconds is None:
+        return None
+    saving = solver_seconds - seconds
+    if saving <= 0:
+        return None
+    # a ratio a hair above a whole number from round-off (interpolated times) rounds down
+    return math.ceil(upfront_seconds / saving * (1 - 1e-12)) if upfront_seconds > 0 else 0
+
+
+def judge(rows: list[dict]) -> None:
+    """Add to each corrected row its equal-accuracy solver time, speedup and break-even."""
+    for row in rows:
+        if row["kind"] != "corrected":
+            continue
+        equal = None if row.get("correlation_time") is None else equal_accuracy_seconds(
+            rows, row["correlation_time"])
+        row["equal_accuracy_solver_seconds"] = equal
+        row["speedup"] = None if equal is None or not row.get("seconds") \
+            else equal / row["seconds"]
+        row["breakeven_rollouts"] = breakeven(row.get("upfront_seconds"), row.get("seconds"),
+                                              equal)
+
+
+# -- correctors ---------------------------------------------------------------------------------
+def training_seconds(run: Path) -> float | None:
+    """The training time of a run directory: the sum of its epochs' seconds
+    (``metrics.jsonl``); None without one."""
+    path = Path(run) / "metrics.jsonl"
+    if not path.exists():
+        return None
+    seconds = [json.loads(line).get("seconds") for line in path.read_text().splitlines()
+               if line.strip()]
+    return float(sum(s for s in seconds if s is not None)) if seconds else None
+
+
+def problem_of(stepper) -> str:
+    """The problem a corrected stepper belongs to, from its coarse solver."""
+    coarse = getattr(stepper, "coarse", None)
+    name = getattr(coarse, "name", None)
+    if name == "navier-stokes":
+        return "kolmogorov"
+    if name == "kuramoto-sivashinsky":
+        return "ks"
+    raise ValueError(f"a corrector of {name or 'an unknown solver'}: this benchmark judges "
+                     "Kolmogorov flow (navier-stokes) and Kuramoto-Sivashinsky correctors")
+
+
+def load_correctors(paths: Sequence[Path], data_seconds: float | None) -> dict[str, list]:
+    """Problem name → ``[(run, stepper, upfront seconds or None)]`` of trained corrector runs
+    (:func:`ssmpde.coupling.corrected.stepper_from_checkpoint`)."""
+    from ssmpde.coupling.corrected import stepper_from_checkpoint
+
+    loaded: dict[str, list] = {}
+    for path in paths:
+        stepper = stepper_from_checkpoint(path)
+        if getattr(stepper, "kind", None) != "corrected":
+            raise ValueError(f"{path} is not a corrector (train one with --target correction "
+                             "--coarse SxT)")
+        training = training_seconds(path)
+        upfront = None if training is None or data_seconds is None else training + data_seconds
+        loaded.setdefault(problem_of(stepper), []).append((Path(path), stepper, upfront))
+    return loaded
+
+
+def check_corrector(stepper, config: Mapping, name: str) -> None:
+    """ValueError when a corrector's coarse solver is not this problem's (another viscosity)."""
+    import numpy as np
+
+    coarse = stepper.coarse
+    expected = make_solver(name, config, config["reference"][0], config["reference"][1])
+    ours, theirs = expected.config.viscosity, coarse.config.viscosity
+    if not np.allclose(ours, theirs, rtol=1e-9):
+        raise ValueError(f"the corrector's coarse solver has viscosity {theirs!r}; this "
+                         f"benchmark's {name} problem has {ours!r}")
+
+
+# -- the figure and the tables ------------------------------------------------------------------
+#: Colours of the solver's grids, coarsest first (the house palette's qualitative set).
+GRID_COLOURS = ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple")
+
+
+def plot(path: Path, problem: Mapping) -> Path:
+    """Correlation time and final error against seconds: the solver's rows one connected
+    curve per grid (step sizes along it), its Pareto front dashed, corrected rows as labelled
+    markers; failed rows listed under the panels. Built on :mod:`ssmpde.plotting`'s helpers."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    from ssmpde.plotting import _error_floor, _log_error_axis, _new_figure, _save, _title
+
+    rows = [r for r in problem["rows"] if "failed" not in r]
+    width = 11.0
+    fig = _new_figure(figsize=(width, 4.6), dpi=150)
+    axes = fig.subplots(1, 2)
+    errors = np.array([r["final_rel_l2"] for r in rows])
+    floor = _error_floor(errors)
+    grids = sorted({r["grid"] for r in rows if r["kind"] == "solver"})
+    colours = dict(zip(grids, GRID_COLOURS[-len(grids):] if len(grids) <= len(GRID_COLOURS)
+                       else GRID_COLOURS * 2))
+    unit = "²" if problem.get("ndim", 1) == 2 else " points"
+    for ax, metric in zip(axes, ("correlation_time", "final_rel_l2")):
+        value = (lambda r: r[metric]) if metric != "final_rel_l2" \
+            else (lambda r: max(r["final_rel_l2"], floor))
+        for n in grids:
+            family = sorted((r for r in rows if r["kind"] == "solver" and r["grid"] == n),
+                            key=lambda r: r["seconds"])
+            ax.plot([r["seconds"] for r in family], [value(r) for r in family], "o-",
+                    color=colours[n], ms=4, lw=1.2, label=f"solver {n}{unit}", zorder=3)
+            for i, r in enumerate(family):  # the steps, above and below in turn
+                ax.annotate(f"{r['time_step']:g}", (r["seconds"], value(r)), fontsize=6,
+                            xytext=(2, 4 if i % 2 == 0 else -10), textcoords="offset points",
+                            color=colours[n])
+        if metric == "correlation_time":
+            front = solver_front(rows)
+            right = max(r["seconds"] for r in rows)  # the front holds on to the right edge
+            ax.step([r["seconds"] for r in front] + [right],
+                    [r[metric] for r in front] + [front[-1][metric]], where="post",
+                    color="0.4", ls="--", lw=0.9, zorder=2, label="solver Pareto front")
+        for r in (r for r in rows if r["kind"] == "corrected"):
+            ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
+                       edgecolor="k", lw=0.5, zorder=4,
+                       label="corrected" if "corrected" not in
+                       ax.get_legend_handles_labels()[1] else None)
+            ax.annotate(r["label"], (r["seconds"], value(r)), fontsize=6.5, xytext=(4, -9),
+                        textcoords="offset points")
+        ax.set_xscale("log")
+        # 1, 2, 5 times the decades, written out: readable also over less than a decade
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        seconds = [r["seconds"] for r in rows]
+        ax.set_xlim(min(seconds) / 10 ** 0.15, max(seconds) * 10 ** 0.3)  # room for labels
+        ax.set_xlabel(f"seconds per rollout ({problem['samples']} samples, one thread)",
+                      fontsize=8)
+        ax.tick_params(which="both", labelsize=7)
+        ax.grid(True, which="both", alpha=0.25)
+    horizon = problem["horizon"]
+    axes[0].set_ylabel("time with correlation ≥ 0.8 to the reference", fontsize=8)
+    axes[0].set_ylim(0, 1.05 * horizon)
+    axes[0].axhline(horizon, color="0.6", lw=0.6, ls=":")
+    _log_error_axis(axes[1], floor, float(errors.max()), errors)
+    axes[1].set_ylabel(f"relative L2 error at t = {horizon:g}", fontsize=8)
+    axes[0].legend(fontsize=7, loc="best")
+    failed = [r for r in problem["rows"] if "failed" in r]
+    if failed:
+        fig.supxlabel(_title("failed, not drawn: " + "; ".join(
+            f"{r['label']} ({r['failed']})" for r in failed), width_inches=width,
+            fontsize=8), fontsize=8, color="tab:red")
+    fig.suptitle(_title(f"{problem['label']}: horizon {horizon:g}, reference "
+                        f"{problem['reference']['grid']}{unit} Δt "
+                        f"{problem['reference']['time_step']:g}", width_inches=width),
+                 fontsize=9)
+    return _save(fig, path, 150)
+
+
+def table(problem: Mapping) -> str:
+    """Markdown rows of a problem, fastest first."""
+    lines = ["| configuration | kind | coarsening | seconds | corr. time (0.8) | "
+             "corr. time (0.95) | rel. L2 at horizon | speedup | break-even |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    done = sorted((r for r in problem["rows"] if "failed" not in r),
+                  key=lambda r: r["seconds"])
+    for r in done:
+        coarse = "×".join(f"{v:g}" for k, v in r["coarsening"].items() if k != "t" and v)
+        if r["coarsening"].get("t") is not None:
+            coarse += f", Δt ×{r['coarsening']['t']:g}"
+        extra = ["", ""]
+        if r["kind"] == "corrected":
+            extra = ["—" if r.get("speedup") is None else f"{r['speedup']:.2f}",
+                     "—" if r.get("breakeven_rollouts") is None
+                     else str(r["breakeven_rollouts"])]
+        lines.append(f"| {r['label']} | {r['kind']} | {coarse} | {r['seconds']:.3g} | "
+                     f"{r['correlation_time']:.3g} | {r['correlation_time_95']:.3g} | "
+                     f"{r['final_rel_l2']:.3g} | " + " | ".join(extra) + " |")
+    for r in (r for r in problem["rows"] if "failed" in r):
+        lines.append(f"| {r['label']} | {r['kind']} | | failed: {r['failed']} | | | | | |")
+    return "\n".join(lines)
+
+
+def markdown(result: Mapping) -> str:
+    parts = []
+    for problem in result["problems"].values():
+        check = problem.get("reference_check") or {}
+        note = (f"; the reference against {check['grid']} Δt {check['time_step']:g}: "
+                f"correlation ≥ 0.95 for {check['correlation_time_95']:.3g} (minimum over "
+                f"samples {check['correlation_time_95_min']:.3g})" if "grid" in check else "")
+        parts.append(f"**{problem['label']}**, horizon {problem['horizon']:g}, "
+                     f"{problem['samples']} samples ({when(result)}{note})\n")
+        parts.append(table(problem) + "\n")
+    return "\n".join(parts)
+
+
+# -- the benchmark ------------------------------------------------------------------------------
+def label_problem(name: str, config: Mapping) -> str:
+    if name == "kolmogorov":
+        return (f"Kolmogorov flow Re {config['reynolds']:g} (Kochkov et al. 2021 on the unit "
+                "torus), ETDRK4")
+    return "Kuramoto-Sivashinsky lpsda (L = 64, nu = 0.1), ETDRK4"
+
+
+def reference_check(evaluation: Evaluation, make) -> dict:
+    """The reference against a run finer in space and time (``config['check']``): its
+    correlation times, the convergence of the reference itself."""
+    import numpy as np
+
+    grid, step = evaluation.config["check"]
+    solver = make(grid, step)
+    frames = solver.simulate(restrict(evaluation.initial, grid), evaluation.steps)
+    fine = to_grid(frames, evaluation.grid)
+    scored = score(evaluation.reference, fine, evaluation.record)
+    return {"grid": grid, "time_step": step, **scored,
+            "correlation_time_95_min": float(np.min(scored["correlation_time_95s"]))}
+
+
+def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: int,
+                budget: float, clock: str, check: bool) -> dict:
+    """Every row of one problem."""
+    initial, spun = initial_states(name, config)
+    grid, step = config["reference"]
+    evaluation = Evaluation(name, config, initial, None, repeats=repeats, budget=budget,
+                            clock=clock)
+    solver = make_solver(name, config, grid, step)
+    solver.simulate(initial, 1)
+    steps = round(config["horizon"] / config["record"])
+    times, evaluation.reference = timed(lambda: solver.simulate(initial, steps), repeats=1,
+                                        budget=0.0, clock=clock)
+    rows = []
+    for n in sorted(config["grids"]):
+        for time_step in config["grids"][n]:
+            if (n, time_step) == (grid, step):  # the reference: exact by definition
+                row = {"kind": "solver", "label": label_of(name, n, time_step) + " (reference)",
+                       "model": None, "grid": n, "time_step": time_step,
+                       "coarsening": evaluation.coarsening(n, time_step), **times,
+                       **score(evaluation.reference, evaluation.reference, evaluation.record)}
+            else:
+                row = solver_row(evaluation, n, time_step)
+            rows.append(row)
+            print(f"  {row['label']}: " + (f"failed ({row['failed']})" if "failed" in row else
+                  f"{row['seconds']:.3g} s, correlation time {row['correlation_time']:.3g}, "
+                  f"rel. L2 {row['final_rel_l2']:.3g}"), flush=True)
+    for run, stepper, upfront in correctors:
+        check_corrector(stepper, config, name)
+        row = corrected_row(evaluation, stepper, model=stepper.record.get("model"),
+                            upfront_seconds=upfront)
+        row["run"] = portable_path(run)
+        rows.append(row)
+        print(f"  {row['label']}: " + (f"failed ({row['failed']})" if "failed" in row else
+              f"{row['seconds']:.3g} s, correlation time {row['correlation_time']:.3g}"),
+              flush=True)
+    judge(rows)
+    out = {"label": label_problem(name, config), "ndim": evaluation.ndim,
+           "reference": {"grid": grid, "time_step": step, "seconds": times["seconds"]},
+           "horizon": config["horizon"], "record_interval": config["record"],
+           "samples": config["samples"], "seed": config["seed"], "spin_up": spun,
+           "evaluation": EVALUATION, "rows": rows}
+    if name == "kolmogorov":
+        out["reynolds"] = config["reynolds"]
+        out["viscosity"] = solver.config.viscosity
+    if check and config.get("check"):
+        out["reference_check"] = reference_check(
+            evaluation, lambda n, dt: make_solver(name, config, n, dt))
+    elif name == "kolmogorov":
+        out["reference_check"] = {"see": "benchmarks/results/kolmogorov_resolution.json"}
+    return out
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
+    parser.add_argument("--correctors", nargs="+", type=Path, default=[], metavar="RUN",
+                        help="trained corrector runs (ssmpde train --target correction): each "
+                             "adds a corrected row to its problem")
+    parser.add_argument("--data-seconds", type=float,
+                        help="seconds the correctors' training data took to generate (with "
+                             "their training time, the upfront cost of the break-even)")
+    parser.add_argument("--samples", type=int, help="evaluation samples of every problem")
+    parser.add_argument("--horizon", type=float, help="time units of every problem")
+    parser.add_argument("--reynolds", type=float, help="Kolmogorov flow's Reynolds number")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per row, at most")
+    parser.add_argument("--budget", type=float, default=10.0,
+                        help="seconds per row after which no further timed run starts")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="what 'seconds' is: the process's CPU time (default; one thread) "
+                             "or the wall clock")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the reference's own check against a finer run (KS)")
+    parser.add_argument("--quick", action="store_true", help="tiny problems (the smoke test)")
+    parser.add_argument("--images", type=Path, default=IMAGES)
+    parser.add_argument("--out", type=Path, default=RESULTS / "correction.json")
+    parser.add_argument("--table-only", action="store_true",
+                        help="print the tables of --out and stop")
+    parser.add_argument("--figures-only", action="store_true",
+                        help="redraw the figures from the rows of --out and stop")
+    args = parser.parse_args(argv)
+    if args.table_only or args.figures_only:
+        saved = json.loads(args.out.read_text())
+        if args.figures_only:
+            for name, problem in saved["problems"].items():
+                print(f"wrote {plot(args.images / f'correction_pareto_{name}.png', problem)}")
+        else:
+            print(markdown(saved))
+        return saved
+
+    correctors = load_correctors(args.correctors, args.data_seconds)
+    unknown = sorted(set(correctors) - set(args.problems))
+    if unknown:
+        parser.error(f"--correctors holds correctors of {unknown}, not in --problems")
+    result = header("correction")
+    result.update(clock=args.clock, evaluation=EVALUATION, problems={},
+                  settings={"repeats": args.repeats, "budget": args.budget,
+                            "quick": args.quick})
+    from ssmpde.threads import limited
+
+    # one thread for numba, torch and FFTW, also in a corrector's own coarse solver
+    with limited(1):
+        for name in args.problems:
+            config = problem_config(name, quick=args.quick, samples=args.samples,
+                                    horizon=args.horizon,
+                                    **({"reynolds": args.reynolds} if name == "kolmogorov"
+                                       else {}))
+            print(f"## {label_problem(name, config)}", flush=True)
+            problem = run_problem(name, config, correctors=correctors.get(name, ()),
+                                  repeats=args.repeats, budget=args.budget, clock=args.clock,
+                                  check=not args.no_check)
+            figure = args.images / f"correction_pareto_{name}.png"
+            plot(figure, problem)
+            problem["figure"] = portable_path(figure)
+            result["problems"][name] = problem
+            write(result, args.out)
+            print(f"\n{table(problem)}\n", flush=True)
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

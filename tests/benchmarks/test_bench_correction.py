@@ -1,0 +1,189 @@
+"""The judging benchmark of learned corrections (benchmarks/bench_correction.py): its quick
+configuration runs end to end, its solver rows carry every field and order as resolution says,
+a corrected configuration is scored like a solver run, and the break-even arithmetic."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks import bench_correction
+from benchmarks.bench_correction import (Evaluation, breakeven, corrected_row,
+                                         equal_accuracy_seconds, solver_front, solver_row)
+
+FIELDS = ("kind", "label", "model", "coarsening", "seconds", "final_rel_l2",
+          "correlation_time", "correlation_time_95")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("correction")
+    out = folder / "correction.json"
+    result = bench_correction.main(["--quick", "--out", str(out), "--images", str(folder)])
+    return result, out, folder
+
+
+def solver_rows(problem):
+    return [r for r in problem["rows"] if r["kind"] == "solver" and "failed" not in r]
+
+
+def by_grid(rows, key, best):
+    """Each grid's best value of ``key`` (``best``: min or max), coarsest grid first."""
+    grids = sorted({r["grid"] for r in rows})
+    return [best(r[key] for r in rows if r["grid"] == n) for n in grids]
+
+
+def test_quick_writes_every_field(quick):
+    result, out, folder = quick
+    saved = json.loads(out.read_text())
+    assert set(saved["problems"]) == {"kolmogorov", "ks"}
+    assert "interpolated spectrally" in saved["evaluation"]
+    for name, problem in saved["problems"].items():
+        rows = problem["rows"]
+        assert rows and {r["kind"] for r in rows} == {"solver"}  # no --correctors given
+        for row in rows:
+            assert all(field in row for field in FIELDS), row
+            assert row["model"] is None
+        done = solver_rows(problem)
+        assert len({r["grid"] for r in done}) >= 3
+        reference = [r for r in done if (r["grid"], r["time_step"]) == (
+            problem["reference"]["grid"], problem["reference"]["time_step"])]
+        assert len(reference) == 1 and reference[0]["final_rel_l2"] == 0.0
+        assert reference[0]["correlation_time"] == pytest.approx(problem["horizon"])
+        for row in done:
+            assert row["seconds"] > 0 and math.isfinite(row["final_rel_l2"])
+            assert 0 <= row["correlation_time_95"] <= row["correlation_time"] <= \
+                problem["horizon"] + 1e-9
+            assert len(row["correlation_times"]) == problem["samples"]
+            factor = problem["reference"]["grid"] / row["grid"]
+            assert all(v == factor for k, v in row["coarsening"].items() if k != "t")
+        assert (folder / f"correction_pareto_{name}.png").stat().st_size > 10_000
+    assert result["problems"]["ks"]["rows"] == saved["problems"]["ks"]["rows"]
+
+
+def test_finer_solver_grids_are_more_accurate(quick):
+    for problem in quick[0]["problems"].values():
+        errors = by_grid(solver_rows(problem), "final_rel_l2", min)
+        assert all(fine < coarse for coarse, fine in zip(errors, errors[1:])), errors
+
+
+def test_correlation_times_are_monotone_in_the_resolution(quick):
+    for problem in quick[0]["problems"].values():
+        rows = solver_rows(problem)
+        for key in ("correlation_time", "correlation_time_95"):
+            times = by_grid(rows, key, max)
+            assert all(fine >= coarse for coarse, fine in zip(times, times[1:])), (key, times)
+        for step in {r["time_step"] for r in rows}:  # at one step, grid by grid
+            same = sorted((r for r in rows if r["time_step"] == step), key=lambda r: r["grid"])
+            times = [r["correlation_time"] for r in same]
+            assert times == sorted(times), (step, times)
+
+
+def test_table_and_figures_from_the_json(quick, capsys):
+    _, out, folder = quick
+    bench_correction.main(["--table-only", "--out", str(out)])
+    assert "(reference)" in capsys.readouterr().out
+    (folder / "correction_pareto_ks.png").unlink()
+    bench_correction.main(["--figures-only", "--out", str(out), "--images", str(folder)])
+    assert (folder / "correction_pareto_ks.png").exists()
+
+
+@pytest.fixture(scope="module")
+def ks_evaluation():
+    """The quick KS problem's held-out states and reference."""
+    config = bench_correction.problem_config("ks", quick=True, samples=2, horizon=1.0)
+    initial, _ = bench_correction.initial_states("ks", config)
+    solver = bench_correction.make_solver("ks", config, *config["reference"])
+    reference = solver.simulate(initial, 10)
+    return Evaluation("ks", config, initial, reference, repeats=1, budget=0.0)
+
+
+def test_a_corrector_that_corrects_nothing_scores_as_its_coarse_solver(ks_evaluation):
+    """Any Stepper: here the coarse solver itself, stepping record by record (a corrected
+    stepper whose correction is zero)."""
+    coarse = bench_correction.make_solver("ks", ks_evaluation.config, 256, 0.01)
+    corrected = corrected_row(ks_evaluation, coarse, grid=256, label="zero correction",
+                              time_step=0.01)
+    plain = solver_row(ks_evaluation, 256, 0.01)
+    assert corrected["kind"] == "corrected" and corrected["coarsening"] == plain["coarsening"]
+    assert corrected["final_rel_l2"] == pytest.approx(plain["final_rel_l2"], rel=1e-6)
+    assert corrected["correlation_time"] == plain["correlation_time"]
+    assert corrected["seconds"] > 0 and corrected["upfront_seconds"] is None
+
+
+def test_a_trained_corrector_adds_a_judged_row(tmp_path):
+    """--correctors RUN: a tiny KS corrector of the 512-point solver coarsened 4x in space."""
+    from ssmpde.solvers import generate
+    from ssmpde.surrogates.train import TrainConfig, train
+
+    data = tmp_path / "train.nc"
+    generate("kuramoto-sivashinsky", num_samples=4, seed=0, out=data, progress=False,
+             preset="lpsda", resolution=128, simulation_resolution=512, final_time=0.5)
+    run = tmp_path / "corrected-4x1"
+    train("lean-fno", data, out=run, preset="ks-corrector",
+          model_overrides=dict(width=4, depth=1, modes=[8]),
+          config=TrainConfig(epochs=1, batch_size=4, window=1, target="correction",
+                             coarse="4x1"), progress=False)
+    out = tmp_path / "correction.json"
+    result = bench_correction.main(["--quick", "--problems", "ks", "--correctors", str(run),
+                                    "--data-seconds", "2.5", "--out", str(out),
+                                    "--images", str(tmp_path)])
+    rows = result["problems"]["ks"]["rows"]
+    (row,) = [r for r in rows if r["kind"] == "corrected"]
+    assert row["label"] == "corrected 4x1" and row["model"] == "lean-fno"
+    assert row["grid"] == 128 and row["coarsening"] == {"x": 4, "t": 2.0}
+    assert all(field in row for field in FIELDS + ("speedup", "breakeven_rollouts"))
+    assert row["upfront_seconds"] > 2.5  # the data's seconds and the training's
+    assert math.isfinite(row["final_rel_l2"]) and row["seconds"] > 0
+    with pytest.raises(SystemExit):  # a corrector of a problem not run: a usage error
+        bench_correction.main(["--quick", "--problems", "kolmogorov", "--correctors",
+                               str(run), "--out", str(out), "--images", str(tmp_path)])
+
+
+ROWS = [  # a solver's curve: twice the time buys a longer correlation time
+    {"kind": "solver", "seconds": 1.0, "correlation_time": 1.0},
+    {"kind": "solver", "seconds": 2.0, "correlation_time": 3.0},
+    {"kind": "solver", "seconds": 3.0, "correlation_time": 2.0},  # beaten: off the front
+    {"kind": "solver", "seconds": 8.0, "correlation_time": 5.0},
+    {"kind": "corrected", "seconds": 0.1, "correlation_time": 9.0},
+]
+
+
+def test_the_solver_front_and_its_cost_at_equal_accuracy():
+    assert [r["seconds"] for r in solver_front(ROWS)] == [1.0, 2.0, 8.0]
+    assert equal_accuracy_seconds(ROWS, 3.0) == pytest.approx(2.0)
+    assert equal_accuracy_seconds(ROWS, 4.0) == pytest.approx(4.0)  # halfway, in log time
+    assert equal_accuracy_seconds(ROWS, 0.5) == 1.0  # the cheapest row: an upper bound
+    assert equal_accuracy_seconds(ROWS, 6.0) is None  # no solver row is that accurate
+
+
+def test_breakeven():
+    assert breakeven(100.0, 1.0, 3.0) == 50  # 2 s saved per rollout
+    assert breakeven(101.0, 1.0, 3.0) == 51
+    assert breakeven(0.0, 1.0, 3.0) == 0
+    assert breakeven(100.0, 3.0, 3.0) is None  # nothing saved: never
+    assert breakeven(None, 1.0, 3.0) is None and breakeven(100.0, 1.0, None) is None
+
+
+def test_judge_fills_the_corrected_rows():
+    rows = [dict(r) for r in ROWS] + [
+        {"kind": "corrected", "seconds": 1.0, "correlation_time": 4.0, "upfront_seconds": 30.0}]
+    bench_correction.judge(rows)
+    first, second = rows[-2:]
+    assert first["equal_accuracy_solver_seconds"] is None and first["speedup"] is None
+    assert second["equal_accuracy_solver_seconds"] == pytest.approx(4.0)
+    assert second["speedup"] == pytest.approx(4.0) and second["breakeven_rollouts"] == 10
+    assert all("speedup" not in r for r in rows if r["kind"] == "solver")
+
+
+def test_coarse_states_are_spectral_restrictions():
+    rng = np.random.default_rng(0)
+    x = np.arange(64) / 64
+    field = np.sin(2 * np.pi * 3 * x) + 0.1 * rng.standard_normal(64)
+    states = field[None, None]
+    down = bench_correction.restrict(states, 16)
+    back = bench_correction.to_grid(down[:, None], 64)[:, 0]
+    modes = np.fft.rfft(back[0, 0])
+    assert np.allclose(modes[:8], np.fft.rfft(field)[:8])  # the band the 16 points hold
+    assert np.allclose(modes[8:], 0, atol=1e-12)
