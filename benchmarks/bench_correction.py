@@ -32,7 +32,8 @@ Per problem one row per configuration, every field the same for every kind:
 * corrected rows also: ``equal_accuracy_solver_seconds`` (what the solver takes for the same
   correlation time, log-interpolated along its Pareto front), ``speedup`` and
   ``breakeven_rollouts`` (Zhang et al. 2026: the rollouts after which the saving per rollout
-  has repaid the data generation and the training; None when either is unknown).
+  has repaid the data generation and the training, :func:`upfront_seconds`; None when either
+  is unknown).
 
 Every solution is compared on the reference's grid: a coarse solution is interpolated
 spectrally (:func:`ssmpde.solvers.spectral.spectral_resample`) onto it first, and every run
@@ -408,6 +409,20 @@ def training_seconds(run: Path) -> float | None:
     return float(sum(s for s in seconds if s is not None)) if seconds else None
 
 
+def upfront_seconds(run: Path, data_seconds: float | None = None) -> float | None:
+    """A corrector's upfront cost: data generation and training seconds. From the run's
+    ``upfront.json`` (``data_seconds`` and ``train_seconds``, as ``train_correctors`` writes
+    it) when there is one, else its training time (:func:`training_seconds`) plus
+    ``data_seconds``; None when either part is unknown."""
+    path = Path(run) / "upfront.json"
+    if path.exists():
+        saved = json.loads(path.read_text())
+        data, training = saved.get("data_seconds"), saved.get("train_seconds")
+    else:
+        data, training = data_seconds, training_seconds(run)
+    return None if data is None or training is None else float(data) + float(training)
+
+
 def problem_of(stepper) -> str:
     """The problem a corrected stepper belongs to, from its coarse solver."""
     coarse = getattr(stepper, "coarse", None)
@@ -431,9 +446,8 @@ def load_correctors(paths: Sequence[Path], data_seconds: float | None) -> dict[s
         if getattr(stepper, "kind", None) != "corrected":
             raise ValueError(f"{path} is not a corrector (train one with --target correction "
                              "--coarse SxT)")
-        training = training_seconds(path)
-        upfront = None if training is None or data_seconds is None else training + data_seconds
-        loaded.setdefault(problem_of(stepper), []).append((Path(path), stepper, upfront))
+        loaded.setdefault(problem_of(stepper), []).append(
+            (Path(path), stepper, upfront_seconds(path, data_seconds)))
     return loaded
 
 
@@ -647,7 +661,8 @@ def main(argv=None) -> dict:
                              "adds a corrected row to its problem")
     parser.add_argument("--data-seconds", type=float,
                         help="seconds the correctors' training data took to generate (with "
-                             "their training time, the upfront cost of the break-even)")
+                             "their training time, the upfront cost of the break-even), for "
+                             "runs without an upfront.json")
     parser.add_argument("--samples", type=int, help="evaluation samples of every problem")
     parser.add_argument("--horizon", type=float, help="time units of every problem")
     parser.add_argument("--reynolds", type=float, help="Kolmogorov flow's Reynolds number")

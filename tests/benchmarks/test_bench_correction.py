@@ -187,3 +187,15 @@ def test_coarse_states_are_spectral_restrictions():
     modes = np.fft.rfft(back[0, 0])
     assert np.allclose(modes[:8], np.fft.rfft(field)[:8])  # the band the 16 points hold
     assert np.allclose(modes[8:], 0, atol=1e-12)
+
+
+def test_upfront_seconds(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert bench_correction.upfront_seconds(run, 5.0) is None  # no training time known
+    (run / "metrics.jsonl").write_text('{"epoch": 1, "seconds": 2.0}\n'
+                                       '{"epoch": 2, "seconds": 3.0}\n')
+    assert bench_correction.upfront_seconds(run, 5.0) == 10.0
+    assert bench_correction.upfront_seconds(run) is None  # the data's seconds unknown
+    (run / "upfront.json").write_text(json.dumps({"data_seconds": 1.5, "train_seconds": 4.0}))
+    assert bench_correction.upfront_seconds(run, 5.0) == 5.5  # the run's own record first
