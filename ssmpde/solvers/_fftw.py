@@ -125,7 +125,10 @@ class Plans:
 
     def __del__(self) -> None:
         destroy = getattr(self, "_destroy", None)
-        if destroy is not None:
-            with _PLANNING:
-                destroy(self.forward)
-                destroy(self.backward)
+        # At interpreter exit this module's globals may already be gone (None): the process
+        # frees the plans with everything else then.
+        if destroy is None or _PLANNING is None:
+            return
+        with _PLANNING:
+            destroy(self.forward)
+            destroy(self.backward)
