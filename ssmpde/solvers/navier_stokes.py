@@ -328,6 +328,22 @@ def reference_etdrk4_step(w_hat: np.ndarray, forcing: Callable[[float], np.ndarr
 # compiled twice: parallel over rows (one group of samples uses every core) and serial with
 # the GIL released (several groups run side by side, one per core). Same arithmetic.
 # ---------------------------------------------------------------------------------------
+@numba.njit(inline="always", cache=True)
+def _gradients_at(out, b, i, j, s_re, s_im, k_y, k_x, inv_lap, scale):  # pragma: no cover
+    """out[b, 0..3, i, j] = (û, v̂, ω̂x, ω̂y) · scale of the state s at one mode, with
+    u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ. Real and imaginary parts spelled out: numba's complex
+    product follows C99 Annex G (inf/NaN branches) and does not vectorise; multiplying by
+    i·k is only a swap."""
+    w_re = s_re * scale
+    w_im = s_im * scale
+    p_re = w_re * inv_lap
+    p_im = w_im * inv_lap
+    out[b, 0, i, j] = complex(-k_y * p_im, k_y * p_re)
+    out[b, 1, i, j] = complex(k_x * p_im, -k_x * p_re)
+    out[b, 2, i, j] = complex(-k_x * w_im, k_x * w_re)
+    out[b, 3, i, j] = complex(-k_y * w_im, k_y * w_re)
+
+
 def _spectral_gradients(w_hat, ky, kx, inv_lap, scale, active, out):  # pragma: no cover
     """out[:, 0..3] = (û, v̂, ω̂x, ω̂y) · scale, with u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ."""
     batch, n, m = w_hat.shape
@@ -336,20 +352,10 @@ def _spectral_gradients(w_hat, ky, kx, inv_lap, scale, active, out):  # pragma: 
         i = row % n
         if not active[b]:
             continue
-        # Real and imaginary parts spelled out: numba's complex product follows C99 Annex G
-        # (inf/NaN branches) and does not vectorise; multiplying by i·k is only a swap.
         k_y = ky[i]
         for j in range(m):
             w = w_hat[b, i, j]
-            w_re = w.real * scale
-            w_im = w.imag * scale
-            p_re = w_re * inv_lap[i, j]
-            p_im = w_im * inv_lap[i, j]
-            k_x = kx[j]
-            out[b, 0, i, j] = complex(-k_y * p_im, k_y * p_re)
-            out[b, 1, i, j] = complex(k_x * p_im, -k_x * p_re)
-            out[b, 2, i, j] = complex(-k_x * w_im, k_x * w_re)
-            out[b, 3, i, j] = complex(-k_y * w_im, k_y * w_re)
+            _gradients_at(out, b, i, j, w.real, w.imag, k_y, kx[j], inv_lap[i, j], scale)
 
 
 def _advection(fields, active, out):  # pragma: no cover
@@ -410,19 +416,6 @@ def _imex_stage(w_hat, nonlinear_hat, previous, forcing, forcing_shift, has_shif
                                      ((1.0 - a) * w.imag + h * i_im) / (1.0 + a))
             if store_previous:
                 previous[b, i, j] = complex(e_re, e_im)
-
-
-@numba.njit(inline="always", cache=True)
-def _gradients_at(out, b, i, j, s_re, s_im, k_y, k_x, inv_lap, scale):  # pragma: no cover
-    """out[b, 0..3, i, j] = (û, v̂, ω̂x, ω̂y) · scale of the state s at one mode."""
-    w_re = s_re * scale
-    w_im = s_im * scale
-    p_re = w_re * inv_lap
-    p_im = w_im * inv_lap
-    out[b, 0, i, j] = complex(-k_y * p_im, k_y * p_re)
-    out[b, 1, i, j] = complex(k_x * p_im, -k_x * p_re)
-    out[b, 2, i, j] = complex(-k_x * w_im, k_x * w_re)
-    out[b, 3, i, j] = complex(-k_y * w_im, k_y * w_re)
 
 
 def _etd_stage(kind, w_hat, raw, forcing, forcing_shift, has_shift, f_cos, f_sin, mask,

@@ -413,6 +413,7 @@ class FusedETDRK4:
                          _fftw.aligned_row(m, self.complex_dtype),
                          np.zeros((5, m), self.complex_dtype)) for _ in self.blocks]
         self._pool = ThreadPoolExecutor(len(self.blocks)) if len(self.blocks) > 1 else None
+        self._no_source = np.zeros((1, 1), self.complex_dtype)  # the kernel's unused argument
 
     def _map(self, function) -> None:
         if self._pool is None:
@@ -429,7 +430,7 @@ class FusedETDRK4:
         shared = e[0].shape[0] == 1
         has_source = source is not None
         if not has_source:
-            source = np.zeros((1, 1), self.complex_dtype)
+            source = self._no_source
 
         def run(block, buffers):
             real, spectral, work = buffers
