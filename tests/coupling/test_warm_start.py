@@ -10,19 +10,32 @@ from ssmpde.surrogates.train import TrainConfig, train
 DARCY = dict(resolution=29, simulation_resolution=57)
 
 
-@pytest.fixture(scope="module")
-def darcy_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("darcy")
+def _darcy_run(root, epochs: int):
     data = root / "darcy.nc"
     generate("darcy", num_samples=8, seed=0, out=data, progress=False, **DARCY)
     run = root / "run"
     train("geomano", data, out=run, preset="darcy", model_overrides=dict(width=32, depth=1),
-          config=TrainConfig(epochs=60, batch_size=2, lr=3e-3, gradient_loss_weight=0.0),
+          config=TrainConfig(epochs=epochs, batch_size=2, lr=3e-3, gradient_loss_weight=0.0),
           progress=False)
     return run
 
 
-def test_warm_start_reaches_the_same_solution_in_fewer_iterations(darcy_run):
+@pytest.fixture(scope="module")
+def darcy_run(tmp_path_factory):
+    """A trained checkpoint for the checks of inputs and the command (one epoch: what they
+    test does not depend on how good the model is)."""
+    return _darcy_run(tmp_path_factory.mktemp("darcy"), epochs=1)
+
+
+@pytest.fixture(scope="module")
+def darcy_run_trained(tmp_path_factory):
+    """A surrogate good enough to save PCG iterations (60 epochs, ~24 s: a learning test)."""
+    return _darcy_run(tmp_path_factory.mktemp("darcy-trained"), epochs=60)
+
+
+@pytest.mark.slow
+def test_warm_start_reaches_the_same_solution_in_fewer_iterations(darcy_run_trained):
+    darcy_run = darcy_run_trained
     solver = get_solver("darcy", **DARCY)
     a = solver.coefficient(0, range(8))  # the training coefficients, at the solver's grid
     result = warm_start(solver, OperatorSurrogate.from_checkpoint(darcy_run), a, rtol=1e-8)
