@@ -403,10 +403,11 @@ def _add_train_parser(commands) -> None:
              "with --target correction: the coarsening of the generating solver to correct, "
              "e.g. 2x5 (grid 2x coarser, step 5x longer); the data must be stored on that "
              "coarse grid"),
-            ("correction-mode", str, "{after,source}",
+            ("correction-mode", str, "{after,source,flux}",
              "with --target correction: add the correction after the coarse step (default), "
-             "or inside it as a source term of the solver's right-hand side (spectral "
-             "solvers; trained through the differentiable coarse step)"),
+             "inside it as a source term of the solver's right-hand side (spectral "
+             "solvers; trained through the differentiable coarse step), or after it as the "
+             "divergence of correction fluxes (finite-volume solvers: conservative)"),
             ("num-test", int, "N", "samples held out when no --test-data is given"),
             ("seed", int, "N", "seed of initialisation, data order and noise"),
             ("schedule", str, "{onecycle,cosine}",

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ssmpde.surrogates.checkpoint import load_checkpoint
-from ssmpde.surrogates.correction import coarse_solver
+from ssmpde.surrogates.correction import coarse_solver, require_conservative
 
 from .stepper import SurrogateStepper
 from .steps import stepper_inputs
@@ -76,7 +76,18 @@ class CorrectedStepper(SurrogateStepper):
         if self.mode == "source" and not coarse.takes_source:
             raise ValueError(f"the corrector acts inside the coarse step as a source term, "
                              f"which {coarse.name} does not take")
+        self.conservative = self._wrapped.conservative
+        if self.mode == "flux":
+            self.conservative = require_conservative(coarse)
         self.coarse = coarse
+        checks = getattr(coarse, "checks", None)
+        #: Field indices that must stay > 0 (density, pressure): a corrected frame that breaks
+        #: this is replaced by the uncorrected coarse step, sample by sample.
+        self.positive = [self.fields.index(f) for f in getattr(checks, "positive", ())
+                         if f in self.fields]
+        #: Samples whose correction was refused (non-positive or non-finite) and replaced by
+        #: the uncorrected coarse step, over this stepper's life (reset it to count a run).
+        self.fallbacks = 0
         self.parameter_names = tuple(dict.fromkeys((*self.task.conditioning,
                                                     *coarse.parameter_names)))
 
@@ -85,7 +96,8 @@ class CorrectedStepper(SurrogateStepper):
         """How reports name it: ``corrected 4x5``, and ``corrected 4x5, unrolled 4`` for a
         corrector trained through 4 unrolled coarse steps."""
         horizon = self.record.get("train_config", {}).get("horizon", 1)
-        return (f"corrected {self.coarsening}" + (", in-step" if self.mode == "source" else "")
+        mode = {"source": ", in-step", "flux": ", flux"}.get(self.mode, "")
+        return (f"corrected {self.coarsening}" + mode
                 + (f", unrolled {horizon}" if horizon > 1 else ""))
 
     def step(self, history: np.ndarray, *, time: float = 0.0,
@@ -98,23 +110,47 @@ class CorrectedStepper(SurrogateStepper):
         history = self.check_history(history)
         cond = self._conditioning(history.shape[0], parameters)
         solver_parameters = stepper_inputs(self.coarse, parameters, time)
+
+        def tensor(values):
+            return torch.as_tensor(values, dtype=torch.float32, device=self.device)
+
         if self.mode == "source":
             with torch.no_grad():
-                source = self._wrapped.source(
-                    torch.as_tensor(history, dtype=torch.float32, device=self.device),
-                    torch.as_tensor(cond, dtype=torch.float32, device=self.device))
-            return np.asarray(self.coarse.step(history[:, -1:], time=time,
-                                               parameters=solver_parameters,
-                                               source=source.double().cpu().numpy()),
-                              dtype=np.float64)
+                source = self._wrapped.source(tensor(history), tensor(cond))
+            corrected = np.asarray(self.coarse.step(history[:, -1:], time=time,
+                                                    parameters=solver_parameters,
+                                                    source=source.double().cpu().numpy()),
+                                   dtype=np.float64)
+            return self._positive(corrected, lambda: np.asarray(self.coarse.step(
+                history[:, -1:], time=time, parameters=solver_parameters), dtype=np.float64))
         coarse = np.asarray(self.coarse.step(history[:, -1:], time=time,
                                              parameters=solver_parameters), dtype=np.float64)
         with torch.no_grad():
-            correction = self._wrapped.correction(
-                torch.as_tensor(history, dtype=torch.float32, device=self.device),
-                torch.as_tensor(coarse, dtype=torch.float32, device=self.device),
-                torch.as_tensor(cond, dtype=torch.float32, device=self.device))
-        return coarse + correction.double().cpu().numpy()
+            if self.mode == "flux":  # in float64: the totals are conserved to round-off
+                change = self._wrapped.flux_change(tensor(history), tensor(coarse),
+                                                   tensor(cond), dtype=torch.float64)
+                form = self.conservative
+                conserved = form.to_conserved(coarse)
+                corrected = coarse + (form.to_primitive(conserved + change.cpu().numpy())
+                                      - form.to_primitive(conserved))
+            else:
+                corrected = coarse + self._wrapped.correction(
+                    tensor(history), tensor(coarse), tensor(cond)).double().cpu().numpy()
+        return self._positive(corrected, lambda: coarse)
+
+    def _positive(self, corrected: np.ndarray, uncorrected) -> np.ndarray:
+        """``corrected`` with every sample whose positive fields (density, pressure) are not
+        all > 0 and finite replaced by ``uncorrected()``'s (the plain coarse step), counted in
+        :attr:`fallbacks`."""
+        if not self.positive:
+            return corrected
+        values = corrected[:, self.positive].reshape(len(corrected), -1)
+        bad = ~np.all(np.isfinite(values) & (values > 0), axis=1)
+        if bad.any():
+            corrected = corrected.copy()
+            corrected[bad] = uncorrected()[bad]
+            self.fallbacks += int(bad.sum())
+        return corrected
 
 
 def stepper_from_checkpoint(path, device=None, *, compile: bool | str = False,

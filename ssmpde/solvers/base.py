@@ -26,6 +26,7 @@ from ..data import (ENCODED_BY, ROLE, ROLES, SAMPLE, SPATIAL_DIMS, TIME, build_d
 __all__ = [
     "BUILTIN_SOLVERS",
     "Checks",
+    "ConservativeForm",
     "Solver",
     "SolverDivergedError",
     "Stepper",
@@ -364,6 +365,41 @@ def _to_json_value(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_to_json_value(v) for v in value]
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ConservativeForm:
+    """How a finite-volume solver's stored (primitive) fields map to the conserved densities
+    its scheme updates in flux form: what a conservative (flux-form) learned correction needs.
+
+    Attributes
+    ----------
+    names : tuple of str
+        The conserved densities, one per stored field, in the fields' order (ρ, ρu, ρv, E,
+        ρc for Euler).
+    to_conserved, to_primitive : callable
+        ``[batch, field, *grid]`` → ``[batch, field, *grid]``, each the other's inverse, on
+        NumPy arrays and PyTorch tensors alike (arithmetic only, differentiable).
+    periodic : tuple of bool
+        Per grid axis (``(y, x)`` in 2D): whether the domain wraps. A correction flux
+        through a non-periodic boundary face is zero, so the domain's totals are conserved
+        under every boundary condition.
+    """
+
+    names: tuple[str, ...]
+    to_conserved: Callable[[Any], Any]
+    to_primitive: Callable[[Any], Any]
+    periodic: tuple[bool, ...]
+
+
+def stack_fields(parts: Sequence[Any]) -> Any:
+    """Stack ``[batch, *grid]`` arrays or tensors into ``[batch, field, *grid]`` (the
+    :class:`ConservativeForm` maps work on both)."""
+    if type(parts[0]).__module__.startswith("torch"):
+        import torch
+
+        return torch.stack(list(parts), dim=1)
+    return np.stack(parts, axis=1)
 
 
 class Solver(abc.ABC):
@@ -745,6 +781,11 @@ class TimeDependentSolver(Solver):
             raise ValueError("source contains NaN or inf")
         on_grid = tuple(shape[2:]) == tuple(self.simulation_grid)
         return source if on_grid else self.to_simulation_grid(source)
+
+    def conservative_form(self) -> ConservativeForm | None:
+        """The map between the stored fields and the conserved densities of a finite-volume
+        scheme (a flux-form learned correction needs it); None for solvers without one."""
+        return None
 
     def add_source(self, state: Any, source: np.ndarray) -> None:
         """Add ``source`` ``[batch, field, *simulation_grid]`` to the right-hand side of

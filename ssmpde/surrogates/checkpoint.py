@@ -296,8 +296,9 @@ def _task_problems(task: dict) -> list[str]:
                 isinstance(value, list) and not all(isinstance(v, str) for v in value):
             problems.append(f"task {key!r} must hold variable names (strings)")
     mode = task.get("correction_mode", "after")
-    if isinstance(mode, str) and mode not in ("after", "source"):
-        problems.append(f"task 'correction_mode' must be 'after' or 'source', got {mode!r}")
+    if isinstance(mode, str) and mode not in ("after", "source", "flux"):
+        problems.append(f"task 'correction_mode' must be 'after', 'source' or 'flux', got "
+                        f"{mode!r}")
     grid = task.get("grid")
     if isinstance(grid, list) and (not 1 <= len(grid) <= 2 or not all(
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in grid)):
@@ -389,7 +390,13 @@ def normalizers_of(record: dict) -> dict[str, Normalizer]:
 def normalised_model(model, record: dict) -> NormalisedModel:
     """A loaded checkpoint's model wrapped with its task's normalisers (physical units in
     and out); what evaluation and the coupling steppers call."""
-    return NormalisedModel(model, Task.from_dict(record["task"]), normalizers_of(record))
+    task = Task.from_dict(record["task"])
+    conservative = None
+    if task.correction and task.correction_mode == "flux":
+        from .correction import conservative_form_of
+
+        conservative = conservative_form_of(record)
+    return NormalisedModel(model, task, normalizers_of(record), conservative=conservative)
 
 
 class NormalisedModel:
@@ -407,10 +414,19 @@ class NormalisedModel:
         frame is then the last input frame plus the decoded prediction; for a corrector of a
         coarse solver (``task.correction``) ``corrections``: :meth:`correction` decodes the
         model's output with them.
+    conservative : ConservativeForm, optional
+        A flux-form corrector's (``task.correction_mode == "flux"``) map between the fields
+        and the conserved densities: its model predicts one correction flux per conserved
+        density and grid axis (:meth:`flux_change`).
     """
 
-    def __init__(self, model, task: Task, normalizers: dict[str, Normalizer]):
+    def __init__(self, model, task: Task, normalizers: dict[str, Normalizer],
+                 conservative=None):
         self.model, self.task = model, task
+        if task.correction and task.correction_mode == "flux" and conservative is None:
+            raise ValueError("a flux-form corrector needs its solver's conservative form "
+                             "(ConservativeForm): pass conservative=solver.conservative_form()")
+        self.conservative = conservative
         self.layout = getattr(unwrap(model).config, "input_layout", "channels")
         if task.kind == "operator":
             self.inputs, self.outputs = normalizers["inputs"], normalizers["outputs"]
@@ -451,9 +467,36 @@ class NormalisedModel:
         """A corrector's output in physical units: ``window [batch, window, fields, *grid]``,
         the coarse solver's prediction of the next frame ``coarse [batch, fields, *grid]``
         and ``conditioning [batch, k, *grid]`` → the correction ``[batch, fields, *grid]``
-        (next frame − coarse prediction)."""
+        (next frame − coarse prediction). A flux-form corrector's is the change of the fields
+        that its conserved correction :meth:`flux_change` makes, exactly zero for zero
+        fluxes."""
+        if self.conservative is not None:
+            form = self.conservative
+            conserved = form.to_conserved(coarse)
+            change = self.flux_change(window, coarse, conditioning).to(coarse.dtype)
+            return form.to_primitive(conserved + change) - form.to_primitive(conserved)
         return self.corrections.decode(self.model(self._inputs(
             window, torch.cat([coarse, conditioning], dim=1))))
+
+    def flux_change(self, window: torch.Tensor, coarse: torch.Tensor,
+                    conditioning: torch.Tensor, dtype: torch.dtype | None = None
+                    ) -> torch.Tensor:
+        """A flux-form corrector's change of the conserved densities ``[batch, field,
+        *grid]``: the model's outputs, one per density and grid axis scaled by the density's
+        correction scale, are face fluxes whose discrete divergence is the change
+        (:func:`~ssmpde.surrogates.correction.flux_divergence`): the domain totals are
+        conserved to round-off (of ``dtype``: the model's output is cast to it before the
+        divergence; the corrected stepper asks for float64)."""
+        from .correction import flux_divergence
+
+        out = self.model(self._inputs(window, torch.cat([coarse, conditioning], dim=1)))
+        if dtype is not None:
+            out = out.to(dtype)
+        fields, ndim = len(self.task.inputs), len(self.task.grid)
+        fluxes = out.unflatten(1, (fields, ndim))
+        scale = torch.tensor(self.corrections.std, dtype=out.dtype,
+                             device=out.device).reshape(1, fields, 1, *[1] * ndim)
+        return flux_divergence(fluxes * scale, self.conservative.periodic)
 
     def source(self, window: torch.Tensor, conditioning: torch.Tensor) -> torch.Tensor:
         """An in-step corrector's source term ``[batch, fields, *grid]``: the correction δ it

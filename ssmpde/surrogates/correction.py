@@ -36,13 +36,13 @@ import torch
 
 from ssmpde.core import decode_json
 from ssmpde.data import SAMPLE, TIME, atomic_path, config_of, open_dataset
-from ssmpde.solvers.base import (SolverDivergedError, TimeDependentSolver, parse_coarsening,
-                                 solver_of)
+from ssmpde.solvers.base import (ConservativeForm, SolverDivergedError, TimeDependentSolver,
+                                 parse_coarsening, solver_of)
 
 from .datasets import Normalizer, TaskDataset
 
 __all__ = ["CoarseCache", "CorrectionDataset", "cache_directory", "coarse_predictions",
-           "coarse_solver", "fit_corrections"]
+           "coarse_solver", "conservative_form_of", "fit_corrections", "flux_divergence"]
 
 MANIFEST = "manifest.json"
 #: Samples per cache block (one atomic file each).
@@ -274,20 +274,69 @@ class CorrectionDataset(TaskDataset):
         return item
 
 
-def fit_corrections(dataset: TaskDataset, coarse: np.ndarray) -> Normalizer:
+def fit_corrections(dataset: TaskDataset, coarse: np.ndarray,
+                    conservative: ConservativeForm | None = None) -> Normalizer:
     """Per-field statistics of the corrections (next frame − coarse prediction) over the
     training samples of ``dataset``, every frame; ``coarse`` is :attr:`CoarseCache.values` of
-    its file."""
+    its file. With a ``conservative`` form (a flux-form corrector) the corrections of the
+    conserved densities instead: they set the scale of the predicted fluxes."""
     ds = dataset._dataset()
     task = dataset.task
 
     def corrections(sample: int) -> np.ndarray:
         frames = np.stack([np.asarray(ds[v].isel({SAMPLE: sample}).values, np.float64)
                            for v in task.inputs], axis=1)[1:]
-        delta = frames - coarse[sample].astype(np.float64)
+        predicted = coarse[sample].astype(np.float64)
+        if conservative is not None:
+            frames, predicted = (conservative.to_conserved(frames),
+                                 conservative.to_conserved(predicted))
+        delta = frames - predicted
         return np.moveaxis(delta, 1, 0).reshape(len(task.inputs), -1)
 
-    return Normalizer.fit((corrections(int(s)) for s in dataset.samples), names=task.inputs)
+    names = task.inputs if conservative is None else conservative.names
+    return Normalizer.fit((corrections(int(s)) for s in dataset.samples), names=names)
+
+
+def conservative_form_of(record: dict) -> ConservativeForm:
+    """The conservative form of a flux-form corrector's coarse solver, from its checkpoint
+    record (ValueError when the solver has none)."""
+    coarse = coarse_solver(record["dataset"].get("generator_config"),
+                           record["correction"]["coarsening"], origin="the checkpoint")
+    return require_conservative(coarse)
+
+
+def require_conservative(solver: TimeDependentSolver) -> ConservativeForm:
+    """``solver``'s :class:`~ssmpde.solvers.base.ConservativeForm`, or a ValueError saying
+    that the flux form is for finite-volume solvers."""
+    form = solver.conservative_form()
+    if form is None:
+        raise ValueError(f"{solver.name} has no conservative (flux) form: the flux-form "
+                         "correction is for finite-volume solvers (euler); use "
+                         "--correction-mode after or source")
+    return form
+
+
+def flux_divergence(fluxes: torch.Tensor, periodic: tuple[bool, ...]) -> torch.Tensor:
+    r"""The conserved densities' change from correction fluxes: ``fluxes [batch, field,
+    ndim, *grid]`` (``fluxes[:, k, d, i]`` the flux of density ``k`` through the upper face
+    of cell ``i`` along grid axis ``d``, in units of the density per step) →
+    :math:`\Delta U_i = -\sum_d (F_{d,i} - F_{d,i-1})`, ``[batch, field, *grid]``.
+
+    Each face's flux leaves one cell and enters its neighbour, so the domain totals of
+    :math:`\Delta U` vanish to round-off; along a non-periodic axis the boundary faces carry
+    no flux (the last cell's upper face is zeroed; it would wrap onto the first cell's lower
+    face)."""
+    ndim = fluxes.ndim - 3
+    change = torch.zeros_like(fluxes[:, :, 0])
+    for d in range(ndim):
+        flux = fluxes[:, :, d]
+        axis = 2 + d
+        if not periodic[d]:
+            keep = torch.ones(flux.shape[axis], dtype=flux.dtype, device=flux.device)
+            keep[-1] = 0
+            flux = flux * keep.reshape([-1] + [1] * (ndim - 1 - d))
+        change = change - (flux - torch.roll(flux, 1, dims=axis))
+    return change
 
 
 def cache_directory(run: os.PathLike, name: str = "train") -> Path:

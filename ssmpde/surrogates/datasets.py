@@ -64,11 +64,14 @@ class Task:
         Rollout: the model corrects a coarse solver's step (``target="correction"``): it also
         sees the coarse prediction of the next frame, one channel per field, and predicts
         the correction (see :mod:`ssmpde.surrogates.correction`).
-    correction_mode : {"after", "source"}
+    correction_mode : {"after", "source", "flux"}
         A corrector's place: ``after`` the coarse step (the correction is added to its
         prediction), or inside it as a ``source`` term of the right-hand side over the
         interval (the model then sees the current frame in the coarse prediction's channels
-        and its correction δ enters the solver as S = δ / dt).
+        and its correction δ enters the solver as S = δ / dt), or after it in ``flux`` form
+        (finite-volume solvers: the model predicts a correction flux per conserved density
+        and face, whose divergence changes the conserved densities; the totals are
+        conserved).
     """
 
     kind: str
@@ -100,6 +103,10 @@ class Task:
 
     @property
     def out_channels(self) -> int:
+        """Model output channels: one per field; a flux-form corrector's one per field and
+        grid axis (the faces' correction fluxes)."""
+        if self.correction and self.correction_mode == "flux":
+            return len(self.outputs) * len(self.grid)
         return len(self.outputs)
 
     @property

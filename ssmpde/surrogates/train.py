@@ -49,7 +49,7 @@ from .checkpoint import (CONFIG, STATE_JSON, STATE_TENSORS, WEIGHTS, NormalisedM
                          normalizers_of, optimizer_state, read_record, recover, save_run)
 from .compiled import CompiledOnFirstCall, compile_backend
 from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
-                         coarse_solver, fit_corrections)
+                         coarse_solver, fit_corrections, require_conservative)
 from .datasets import Task, TaskDataset, fit_normalizers, infer_task, parse_selector, \
     relative_l2, split_samples
 
@@ -59,8 +59,9 @@ SCHEDULES = ("onecycle", "cosine")
 TARGETS = ("state", "increment", "correction")
 
 
-#: Where a corrector acts: after the coarse step, or inside it as a source term.
-CORRECTION_MODES = ("after", "source")
+#: Where a corrector acts: after the coarse step, inside it as a source term, or after it as
+#: the divergence of correction fluxes (finite-volume solvers: conservative).
+CORRECTION_MODES = ("after", "source", "flux")
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,15 @@ class TrainConfig:
         correction δ enters as δ, in either mode). The training states are then those the
         deployed corrector meets, errors included (a DAgger-like data aggregation; Ross et
         al. 2011). 0: off.
-    correction_mode : {"after", "source"}
+    correction_mode : {"after", "source", "flux"}
         With ``target="correction"``: add the correction after the coarse step (default), or
         inside it as a source term of the solver's right-hand side (INC's "indirect"
         correction, Wei et al. 2025; the spectral solvers). A source corrector always trains
-        through the differentiable coarse step, one step (horizon 1) or unrolled.
+        through the differentiable coarse step, one step (horizon 1) or unrolled. ``flux``
+        (finite-volume solvers with a :class:`~ssmpde.solvers.base.ConservativeForm`,
+        Euler): after the step, as the divergence of predicted correction fluxes, one per
+        conserved density and face, so mass, momentum and energy are conserved; trained one
+        step at a time or on-policy.
     num_test : int
         Samples held out from the training file when no test file is given.
     seed : int
@@ -204,9 +209,9 @@ class TrainConfig:
             raise ValueError(f"correction_mode must be one of {CORRECTION_MODES}, got "
                              f"{self.correction_mode!r}")
         if self.correction_mode != "after" and self.target != "correction":
-            raise ValueError("correction_mode='source' is for correctors: pass "
-                             "target='correction' and coarse='SxT' (--target correction "
-                             "--coarse 4x1 --correction-mode source)")
+            raise ValueError(f"correction_mode={self.correction_mode!r} is for correctors: "
+                             "pass target='correction' and coarse='SxT' (--target correction "
+                             f"--coarse 4x1 --correction-mode {self.correction_mode})")
         curriculum = tuple(self.curriculum)
         if curriculum:
             if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1
@@ -622,7 +627,7 @@ def _with_coarse_predictions(task: Task, train_set: TaskDataset, test_set: TaskD
                                progress=progress)
     test_cache = cache if test_set.path == train_set.path else coarse_predictions(
         test_set.path, config.coarse, cache_directory(out, "test"), progress=progress)
-    if task.horizon == 1 and task.correction_mode == "after":
+    if task.horizon == 1 and task.correction_mode != "source":
         train_set = CorrectionDataset(train_set.path, one_step, train_set.samples, cache.values)
     return (train_set,
             CorrectionDataset(test_set.path, one_step, test_set.samples, test_cache.values),
@@ -836,11 +841,17 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
     # A corrector's coarse predictions (the corrections' statistics), and the differentiable
     # coarse step it is unrolled through (horizon > 1); neither goes into the checkpoint.
-    coarse_values = coarse_step = None
+    coarse_values = coarse_step = conservative = None
+    if task.correction and task.correction_mode == "flux":
+        with open_dataset(data) as ds:  # refused before the coarse predictions are computed
+            conservative = require_conservative(coarse_solver(ds, config.coarse))
     if task.correction:
         train_set, test_set, coarse_values = _with_coarse_predictions(
             task, train_set, test_set, config, out, progress and rank == 0)
-    if task.correction and (task.horizon > 1 or task.correction_mode == "source"):
+    # Unrolled training goes through the differentiable coarse step; on-policy training holds
+    # the solver's response constant (one-step items on the visited states).
+    unrolled = task.horizon > 1 and not config.on_policy
+    if task.correction and (unrolled or task.correction_mode == "source"):
         from ssmpde.solvers.differentiable import differentiable_step
 
         with open_dataset(data) as ds:
@@ -857,7 +868,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
                              "operator task maps inputs to outputs: use target='state'")
         normalizers = fit_normalizers(train_set, increments=config.target == "increment")
         if task.correction:
-            normalizers["corrections"] = fit_corrections(train_set, coarse_values)
+            normalizers["corrections"] = fit_corrections(train_set, coarse_values,
+                                                         conservative)
     gradient_weight = config.gradient_loss_weight
     if gradient_weight is None:
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0
@@ -865,10 +877,10 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
 
     # Evaluation (rank 0 only) uses the bare module: DDP's forward may start collectives
     # that the other ranks would never join.
-    evaluator = NormalisedModel(model, task, normalizers)
+    evaluator = NormalisedModel(model, task, normalizers, conservative=conservative)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
-    wrapped = NormalisedModel(model, task, normalizers)
+    wrapped = NormalisedModel(model, task, normalizers, conservative=conservative)
     backend = compile_backend(config.compile)
     if backend is not None:
         wrapped.model = CompiledOnFirstCall(model, backend)

@@ -403,7 +403,8 @@ def test_source_training_is_the_deployed_in_step_rollout(ks_data, ks_source_corr
 
 
 def test_bad_correction_modes_get_one_clear_line():
-    with pytest.raises(ValueError, match=r"correction_mode must be one of \('after', 'source'\)"):
+    with pytest.raises(ValueError,
+                       match=r"correction_mode must be one of \('after', 'source', 'flux'\)"):
         TrainConfig(target="correction", coarse="2x1", correction_mode="inside")
     with pytest.raises(ValueError, match="correction_mode='source' is for correctors"):
         TrainConfig(correction_mode="source")

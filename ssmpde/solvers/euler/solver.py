@@ -16,10 +16,12 @@ from ...core import unknown_name
 from ...data import TIME, X, Y, grid_coordinates, time_coordinate
 from ..base import (
     Checks,
+    ConservativeForm,
     TimeDependentSolver,
     VariableSpec,
     positive_finite,
     register_solver,
+    stack_fields,
     whole_multiple,
 )
 from ..random_fields import sample_rng
@@ -252,6 +254,28 @@ class Euler2D(TimeDependentSolver):
         conserved = ("density",) if cfg.boundary == "periodic" else ()
         return Checks(conserved=conserved, positive=("density", "pressure"), totals=totals,
                       bounded=("density", "pressure"))
+
+    def conservative_form(self) -> ConservativeForm:
+        """Primitive (ρ, u, v, p, c) ↔ conserved (ρ, ρu, ρv, E, ρc) with
+        E = ½ρ(u² + v²) + p/(γ − 1): the densities the scheme updates in flux form."""
+        gamma = self.config.gamma
+
+        def to_conserved(w):
+            rho, u, v, p, c = (w[:, k] for k in range(5))
+            return stack_fields([rho, rho * u, rho * v,
+                                 0.5 * rho * (u * u + v * v) + p / (gamma - 1.0), rho * c])
+
+        def to_primitive(q):
+            rho, mx, my, energy, mc = (q[:, k] for k in range(5))
+            u, v = mx / rho, my / rho
+            return stack_fields([rho, u, v, (gamma - 1.0) * (energy - 0.5 * (mx * u + my * v)),
+                                 mc / rho])
+
+        periodic = self.config.boundary == "periodic"
+        return ConservativeForm(names=("density", "x momentum", "y momentum", "energy",
+                                       "tracer mass"),
+                                to_conserved=to_conserved, to_primitive=to_primitive,
+                                periodic=(periodic, periodic))
 
     @property
     def origin(self) -> float:
