@@ -67,7 +67,10 @@ THRESHOLDS = {"correlation_time": 0.8, "correlation_time_95": 0.95}
 #: How solutions are compared (stored in the result).
 EVALUATION = ("on the reference's grid: each run starts from the reference's initial state "
               "restricted spectrally to its grid, and its frames are interpolated spectrally "
-              "onto the reference's grid before the comparison")
+              "onto the reference's grid before the comparison; the finite-volume Euler "
+              "problems: each run starts from the reference's initial cell averages averaged "
+              "onto its grid, and the density of every run and of the reference is averaged "
+              "onto the coarsest grid before the comparison")
 
 #: Per problem: the reference (grid, step), the solver rows (grid → steps), the horizon and
 #: record interval (time units), evaluation samples, seed, spin-up. Kolmogorov flow at the
@@ -89,6 +92,16 @@ PROBLEMS: dict[str, dict[str, Any]] = {
         horizon=10.0, record=0.1, samples=16, seed=1000, spin_up=dict(time=20.0),
         check=(1024, 1.25e-3)),
 }
+#: The finite-volume Euler problems (``euler-kh``: the Kelvin-Helmholtz shear layers of
+#: bench_euler, ``euler-ce-rm``: Richtmyer-Meshkov), periodic, from the presets' random
+#: initial states (no spin-up): the reference and the grids with their CFL numbers (the
+#: second entry, in place of a time step), compared on the coarsest grid (``compare``) after
+#: block averaging, density only (the issue's metric).
+for _name, _preset in (("euler-kh", "kelvin-helmholtz"), ("euler-ce-rm", "ce-rm")):
+    PROBLEMS[_name] = dict(
+        preset=_preset, reference=(256, 0.4),
+        grids={64: [0.4, 0.6], 128: [0.4, 0.6], 256: [0.4, 0.6]},
+        horizon=1.0, record=0.1, samples=4, seed=1000, compare=64, check=(512, 0.4))
 #: --quick: tiny versions of both problems (the smoke test). The Kolmogorov flow is then still
 #: the strong initial one, so its steps are short.
 QUICK: dict[str, dict[str, Any]] = {
@@ -97,7 +110,14 @@ QUICK: dict[str, dict[str, Any]] = {
         horizon=0.5, samples=2, spin_up=dict(time=0.5, grid=32, settle=0.1)),
     "ks": dict(reference=(512, 5e-3), grids={128: [1e-2], 256: [1e-2, 5e-2], 512: [5e-3]},
                horizon=2.0, samples=4, spin_up=dict(time=5.0), check=None),
+    **{name: dict(reference=(32, 0.4), grids={8: [0.4], 16: [0.4, 0.6], 32: [0.4]},
+                  horizon=0.2, samples=2, compare=8, check=None)
+       for name in ("euler-kh", "euler-ce-rm")},
 }
+
+
+def is_euler(name: str) -> bool:
+    return name.startswith("euler")
 
 
 # -- the problems -----------------------------------------------------------------------------
@@ -113,6 +133,11 @@ def make_solver(name: str, config: Mapping, n: int, time_step: float):
     """Problem ``name``'s plain solver on an ``n``-point grid (per axis) with ETDRK4 step
     ``time_step``, one thread, stepping one record interval per step, no spin-up."""
     record = config["record"]
+    if is_euler(name):  # time_step: the CFL number
+        from ssmpde.solvers.euler import Euler2D
+
+        return Euler2D.from_preset(config["preset"], resolution=n, simulation_resolution=n,
+                                   cfl=time_step, final_time=record, record_interval=record)
     if name == "kolmogorov":
         from benchmarks.bench_kolmogorov_resolution import kolmogorov
 
@@ -126,6 +151,8 @@ def make_solver(name: str, config: Mapping, n: int, time_step: float):
 
 
 def label_of(name: str, n: int, time_step: float) -> str:
+    if is_euler(name):
+        return f"{n}², C {time_step:g}"
     return f"{n}{'²' if name == 'kolmogorov' else ' pts'}, Δt {time_step:g}"
 
 
@@ -134,6 +161,9 @@ def initial_states(name: str, config: Mapping):
     initial states (seed ``config['seed']``) spun up onto the attractor."""
     samples, seed = config["samples"], config["seed"]
     grid, step = config["reference"]
+    if is_euler(name):
+        solver = make_solver(name, config, grid, step)
+        return solver.sample_inputs(seed, list(range(samples)))["initial"], None
     spin = config["spin_up"]
     if name == "kolmogorov":
         from benchmarks.bench_kolmogorov_resolution import spin_up
@@ -157,6 +187,16 @@ def restrict(states, n: int):
     if states.shape[-1] == n:
         return states
     return spectral_resample(states[:, 0], n, ndim=ndim)[:, None]
+
+
+def pool(values, n: int):
+    """Finite-volume values ``[..., m, m]`` averaged over blocks onto ``n`` cells per axis
+    (m a multiple of n): the exact restriction of cell averages."""
+    m = values.shape[-1]
+    if m % n:
+        raise ValueError(f"a {m}-cell grid does not pool onto {n} cells")
+    f = m // n
+    return values.reshape(*values.shape[:-2], n, f, n, f).mean(axis=(-3, -1))
 
 
 def to_grid(frames, n: int):
@@ -222,6 +262,19 @@ class Evaluation:
     def ndim(self) -> int:
         return self.reference.ndim - 3
 
+    def restrict(self, states, n: int):
+        """Initial states ``[batch, fields, *reference grid]`` on an ``n``-point grid:
+        spectral restriction (spectral problems), block averages (finite volumes)."""
+        return pool(states, n) if is_euler(self.problem) else restrict(states, n)
+
+    def compared(self, frames):
+        """Frames ``[batch, time, fields, *grid]`` as they are compared: interpolated
+        spectrally onto the reference's grid (spectral problems); the density averaged onto
+        the coarsest grid (finite volumes: ``config['compare']``)."""
+        if is_euler(self.problem):
+            return pool(frames[:, :, :1], self.config["compare"])
+        return to_grid(frames, self.config["reference"][0])
+
     @property
     def record(self) -> float:
         return float(self.config["record"])
@@ -234,7 +287,7 @@ class Evaluation:
         """Reference grid points over the run's per axis, and the run's step over the
         reference's (None when unknown)."""
         axes = ("y", "x")[-self.ndim:] if self.ndim <= 2 else tuple(range(self.ndim))
-        factor = self.grid / n
+        factor = self.config["reference"][0] / n
         out = {str(axis): (int(factor) if factor == int(factor) else factor) for axis in axes}
         out["t"] = None if time_step is None else round(time_step / self.config["reference"][1],
                                                         6)
@@ -259,7 +312,7 @@ def solver_row(evaluation: Evaluation, n: int, time_step: float) -> dict:
     row = {"kind": "solver", "label": label_of(name, n, time_step), "model": None, "grid": n,
            "time_step": time_step, "coarsening": evaluation.coarsening(n, time_step)}
     solver = make_solver(name, evaluation.config, n, time_step)
-    start = restrict(evaluation.initial, n)
+    start = evaluation.restrict(evaluation.initial, n)
     try:
         solver.simulate(start, 1)  # FFT plans, ETDRK4 coefficients, numba: untimed
         times, frames = timed(lambda: solver.simulate(start, evaluation.steps),
@@ -268,7 +321,7 @@ def solver_row(evaluation: Evaluation, n: int, time_step: float) -> dict:
     except SolverDivergedError as error:
         return {**row, "failed": str(error).split(":")[0], "seconds": None,
                 "final_rel_l2": None, "correlation_time": None, "correlation_time_95": None}
-    return {**row, **times, **score(to_grid(frames, evaluation.grid), evaluation.reference,
+    return {**row, **times, **score(evaluation.compared(frames), evaluation.reference,
                                      evaluation.record)}
 
 
@@ -303,7 +356,7 @@ def corrected_row(evaluation: Evaluation, stepper, *, grid: int | None = None,
     grid = int(grid if grid is not None else tuple(stepper.grid)[0])
     coarse = getattr(stepper, "coarse", None)
     if time_step is None and coarse is not None:
-        time_step = getattr(coarse.config, "time_step", None)
+        time_step = getattr(coarse.config, "time_step", getattr(coarse.config, "cfl", None))
     ratio = whole_multiple(stepper.dt, evaluation.record,
                            "the stepper's dt must be a whole number of record intervals")
     window = int(getattr(stepper, "window", 1))
@@ -312,7 +365,12 @@ def corrected_row(evaluation: Evaluation, stepper, *, grid: int | None = None,
     if steps < 1:
         raise ValueError(f"a window of {window} steps of {stepper.dt:g} leaves nothing to roll "
                          f"out within the horizon {evaluation.steps * evaluation.record:g}")
-    history = to_grid(reference[:, :window], grid)
+    if window == 1:
+        history = evaluation.restrict(evaluation.initial, grid)[:, None]
+    elif is_euler(evaluation.problem):
+        raise ValueError("the Euler problems judge correctors of a window of one frame")
+    else:
+        history = to_grid(reference[:, :window], grid)
     inputs = dict(parameters) if parameters is not None else evaluation.parameters(grid)
     start = (window - 1) * stepper.dt
     row = {"kind": "corrected", "label": label or getattr(stepper, "label", "corrected"),
@@ -321,6 +379,9 @@ def corrected_row(evaluation: Evaluation, stepper, *, grid: int | None = None,
            "window": window}
     try:
         rollout(stepper, history, 1, time=start, parameters=inputs)  # warm-up, untimed
+        fallbacks = getattr(stepper, "fallbacks", None)
+        if fallbacks is not None:
+            stepper.fallbacks = 0
         times, frames = timed(
             lambda: rollout(stepper, history, steps, time=start, parameters=inputs),
             repeats=evaluation.repeats, budget=evaluation.budget, clock=evaluation.clock)
@@ -329,12 +390,14 @@ def corrected_row(evaluation: Evaluation, stepper, *, grid: int | None = None,
                 "final_rel_l2": None, "correlation_time": None, "correlation_time_95": None}
     import numpy as np
 
+    if fallbacks is not None:  # refused corrections (positivity), per rollout
+        row["fallbacks"] = stepper.fallbacks / times["repeats"]
     full = np.concatenate([history, frames], axis=1)
     if not np.all(np.isfinite(full)):
         return {**row, **times, "failed": "the rollout became non-finite",
                 "final_rel_l2": None, "correlation_time": None, "correlation_time_95": None}
     return {**row, **times, "upfront_seconds": upfront_seconds,
-            **score(to_grid(full, evaluation.grid), reference, stepper.dt)}
+            **score(evaluation.compared(full), reference, stepper.dt)}
 
 
 # -- judging against the solver's Pareto curve --------------------------------------------------
@@ -383,13 +446,37 @@ def breakeven(upfront_seconds: float | None, seconds: float | None,
     return math.ceil(upfront_seconds / saving * (1 - 1e-12)) if upfront_seconds > 0 else 0
 
 
-def judge(rows: list[dict]) -> None:
-    """Add to each corrected row its equal-accuracy solver time, speedup and break-even."""
-    for row in rows:
+def dominates(a: Mapping, b: Mapping) -> bool:
+    """Whether row ``a`` is as fast as ``b`` and as accurate in every measured respect
+    (final error, correlation time; those both rows have)."""
+    if a.get("seconds") is None or b.get("seconds") is None or a["seconds"] > b["seconds"]:
+        return False
+    if all(a.get(k) is None or b.get(k) is None for k in ("final_rel_l2", "correlation_time")):
+        return False
+    if None not in (a.get("final_rel_l2"), b.get("final_rel_l2")) \
+            and a["final_rel_l2"] > b["final_rel_l2"]:
+        return False
+    return None in (a.get("correlation_time"), b.get("correlation_time")) \
+        or a["correlation_time"] >= b["correlation_time"]
+
+
+def judge(rows: list[dict], metric: str = "correlation_time") -> None:
+    """Add to each corrected row its equal-accuracy solver time, speedup and break-even, by
+    ``metric`` (``correlation_time``, or ``final_rel_l2``: smaller is better), and
+    ``dominated_by``: the solver rows both as fast and as accurate (final error and
+    correlation time), the McGreivy-Hakim test."""
+    if metric == "final_rel_l2":  # the front code wants larger-is-better
+        rows_by = [dict(r, accuracy=None if r.get(metric) is None else -r[metric])
+                   for r in rows]
+    else:
+        rows_by = [dict(r, accuracy=r.get(metric)) for r in rows]
+    for row, scored in zip(rows, rows_by):
         if row["kind"] != "corrected":
             continue
-        equal = None if row.get("correlation_time") is None else equal_accuracy_seconds(
-            rows, row["correlation_time"])
+        row["dominated_by"] = [r.get("label") for r in rows
+                               if r["kind"] == "solver" and dominates(r, row)]
+        equal = None if scored["accuracy"] is None else equal_accuracy_seconds(
+            rows_by, scored["accuracy"], "accuracy")
         row["equal_accuracy_solver_seconds"] = equal
         row["speedup"] = None if equal is None or not row.get("seconds") \
             else equal / row["seconds"]
@@ -431,8 +518,13 @@ def problem_of(stepper) -> str:
         return "kolmogorov"
     if name == "kuramoto-sivashinsky":
         return "ks"
+    if name == "euler":
+        for problem, config in PROBLEMS.items():
+            if config.get("preset") == coarse.config.problem:
+                return problem
     raise ValueError(f"a corrector of {name or 'an unknown solver'}: this benchmark judges "
-                     "Kolmogorov flow (navier-stokes) and Kuramoto-Sivashinsky correctors")
+                     "Kolmogorov flow (navier-stokes), Kuramoto-Sivashinsky and Euler "
+                     "(kelvin-helmholtz, ce-rm) correctors")
 
 
 def load_correctors(paths: Sequence[Path], data_seconds: float | None) -> dict[str, list]:
@@ -457,6 +549,13 @@ def check_corrector(stepper, config: Mapping, name: str) -> None:
 
     coarse = stepper.coarse
     expected = make_solver(name, config, config["reference"][0], config["reference"][1])
+    if is_euler(name):
+        ours = (expected.config.problem, expected.config.gamma, expected.config.boundary)
+        theirs = (coarse.config.problem, coarse.config.gamma, coarse.config.boundary)
+        if ours != theirs:
+            raise ValueError(f"the corrector's coarse solver is {theirs} (problem, gamma, "
+                             f"boundary); this benchmark's {name} problem is {ours}")
+        return
     ours, theirs = expected.config.viscosity, coarse.config.viscosity
     if not np.allclose(ours, theirs, rtol=1e-9):
         raise ValueError(f"the corrector's coarse solver has viscosity {theirs!r}; this "
@@ -536,7 +635,7 @@ def plot(path: Path, problem: Mapping) -> Path:
             f"{r['label']} ({r['failed']})" for r in failed), width_inches=width,
             fontsize=8), fontsize=8, color="tab:red")
     fig.suptitle(_title(f"{problem['label']}: horizon {horizon:g}, reference "
-                        f"{problem['reference']['grid']}{unit} Δt "
+                        f"{problem['reference']['grid']}{unit} {problem.get('step_name', 'Δt')} "
                         f"{problem['reference']['time_step']:g}", width_inches=width),
                  fontsize=9)
     return _save(fig, path, 150)
@@ -581,6 +680,9 @@ def markdown(result: Mapping) -> str:
 
 # -- the benchmark ------------------------------------------------------------------------------
 def label_problem(name: str, config: Mapping) -> str:
+    if is_euler(name):
+        return (f"Euler {config['preset']} (MUSCL-Hancock, HLLC), density compared on "
+                f"{config['compare']}²")
     if name == "kolmogorov":
         return (f"Kolmogorov flow Re {config['reynolds']:g} (Kochkov et al. 2021 on the unit "
                 "torus), ETDRK4")
@@ -594,8 +696,8 @@ def reference_check(evaluation: Evaluation, make) -> dict:
 
     grid, step = evaluation.config["check"]
     solver = make(grid, step)
-    frames = solver.simulate(restrict(evaluation.initial, grid), evaluation.steps)
-    fine = to_grid(frames, evaluation.grid)
+    frames = solver.simulate(evaluation.restrict(evaluation.initial, grid), evaluation.steps)
+    fine = evaluation.compared(frames)
     scored = score(evaluation.reference, fine, evaluation.record)
     return {"grid": grid, "time_step": step, **scored,
             "correlation_time_95_min": float(np.min(scored["correlation_time_95s"]))}
@@ -611,8 +713,9 @@ def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: 
     solver = make_solver(name, config, grid, step)
     solver.simulate(initial, 1)
     steps = round(config["horizon"] / config["record"])
-    times, evaluation.reference = timed(lambda: solver.simulate(initial, steps), repeats=1,
-                                        budget=0.0, clock=clock)
+    times, reference = timed(lambda: solver.simulate(initial, steps), repeats=1, budget=0.0,
+                             clock=clock)
+    evaluation.reference = evaluation.compared(reference)
     rows = []
     for n in sorted(config["grids"]):
         for time_step in config["grids"][n]:
@@ -636,8 +739,10 @@ def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: 
         print(f"  {row['label']}: " + (f"failed ({row['failed']})" if "failed" in row else
               f"{row['seconds']:.3g} s, correlation time {row['correlation_time']:.3g}"),
               flush=True)
-    judge(rows)
+    judge(rows, "final_rel_l2" if is_euler(name) else "correlation_time")
     out = {"label": label_problem(name, config), "ndim": evaluation.ndim,
+           "step_name": "C" if is_euler(name) else "Δt",
+           "accuracy_metric": "final_rel_l2" if is_euler(name) else "correlation_time",
            "reference": {"grid": grid, "time_step": step, "seconds": times["seconds"]},
            "horizon": config["horizon"], "record_interval": config["record"],
            "samples": config["samples"], "seed": config["seed"], "spin_up": spun,
@@ -696,7 +801,15 @@ def main(argv=None) -> dict:
     if unknown:
         parser.error(f"--correctors holds correctors of {unknown}, not in --problems")
     result = header("correction")
-    result.update(clock=args.clock, evaluation=EVALUATION, problems={},
+    # the problems not run now keep their rows from --out (one file for every problem)
+    kept = {}
+    if args.out.exists() and not args.quick:
+        try:
+            kept = {k: v for k, v in json.loads(args.out.read_text())["problems"].items()
+                    if k not in args.problems}
+        except (ValueError, KeyError, TypeError):
+            kept = {}
+    result.update(clock=args.clock, evaluation=EVALUATION, problems=kept,
                   settings={"repeats": args.repeats, "budget": args.budget,
                             "quick": args.quick})
     from ssmpde.threads import limited

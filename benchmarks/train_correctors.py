@@ -21,8 +21,23 @@ Configurations (``--only`` picks some):
 * ``ssno-source-unrolled-4x``: an SSM (SS-NO, no memory, narrow: width 16, lifting 32,
   depth 2, state 16) as the first.
 
+Euler (``--problem euler-kh`` or ``euler-ce-rm``; the ``euler-*`` problems of
+``bench_correction``): trajectories simulated on the reference's 256² (T = 1, record 0.1)
+and stored on the coarse grids, 128² (2x) and 64² (4x); the coarse solver is the generating
+one coarsened ``Sx1`` (same CFL number). Configurations, all one step at a time on the cached
+coarse predictions unless named on-policy:
+
+* ``conv-flux-{2x,4x}``: the local convolutional corrector in flux form (conservative);
+* ``conv-after-2x``: the same model, a plain post-step correction;
+* ``conv-flux-onpolicy-2x``: flux form, trained on the corrected rollout's own states
+  (horizon 4, regenerated every 2 epochs; no gradient through the numba step);
+* ``lean-fno-flux-2x``: the global Fourier corrector in flux form;
+* ``ssno-flux-2x``: an SSM (SS-NO, narrow as for KS) in flux form.
+
     taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors --out runs/correctors
     python -m benchmarks.bench_correction --correctors runs/correctors/*
+    taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors \
+        --problem euler-kh --out runs/euler --epochs 30 --budget 600 --samples 32
 """
 
 from __future__ import annotations
@@ -64,14 +79,43 @@ CONFIGURATIONS = {
 }
 
 
-def data(out: Path, grid: int, samples: int, final_time: float) -> tuple[Path, float]:
-    """KS trajectories simulated like bench_correction's reference, stored on ``grid``."""
-    path = out / f"ks{grid}.nc"
+_SSNO_NARROW = {"width": 16, "lifting": 32, "depth": 2, "state_size": 16, "memory": False,
+                "window": 1}
+#: Euler: name -> (coarse grid, model, preset, model options, training options)
+EULER_CONFIGURATIONS = {
+    "conv-flux-2x": (128, "conv-corrector", "kolmogorov", {}, dict(correction_mode="flux")),
+    "conv-after-2x": (128, "conv-corrector", "kolmogorov", {}, dict()),
+    "conv-flux-onpolicy-2x": (128, "conv-corrector", "kolmogorov", {},
+                              dict(correction_mode="flux", horizon=4, mode="autoregressive",
+                                   on_policy=2)),
+    "lean-fno-flux-2x": (128, "lean-fno", None, {"modes": [16, 16], "width": 16,
+                                                  "depth": 2},
+                         dict(correction_mode="flux")),
+    "ssno-flux-2x": (128, "ssno", "torus", _SSNO_NARROW, dict(correction_mode="flux")),
+    "conv-flux-4x": (64, "conv-corrector", "kolmogorov", {}, dict(correction_mode="flux")),
+}
+#: bench_correction's Euler problems: their presets and reference grid
+EULER_PROBLEMS = {"euler-kh": "kelvin-helmholtz", "euler-ce-rm": "ce-rm"}
+EULER_REFERENCE = 256
+
+
+def data(out: Path, grid: int, samples: int, final_time: float,
+         problem: str = "ks") -> tuple[Path, float]:
+    """Trajectories simulated like bench_correction's reference, stored on ``grid``: KS
+    (512 points, h = 0.0025) or an Euler problem (256², its CFL number, record 0.1)."""
+    path = out / f"{problem}{grid}.nc"
     started = time.perf_counter()
-    if not path.exists():
+    if path.exists():
+        return path, time.perf_counter() - started
+    if problem == "ks":
         generate("kuramoto-sivashinsky", num_samples=samples, seed=0, out=path,
                  preset="lpsda", resolution=grid, simulation_resolution=512,
                  time_step=0.0025, final_time=final_time, progress=False).close()
+    else:
+        generate("euler", num_samples=samples, seed=0, out=path,
+                 preset=EULER_PROBLEMS[problem], resolution=grid,
+                 simulation_resolution=EULER_REFERENCE, final_time=final_time,
+                 record_interval=0.1, progress=False).close()
     return path, time.perf_counter() - started
 
 
@@ -82,17 +126,33 @@ def main(argv=None) -> dict:
     parser.add_argument("--samples", type=int, default=48)
     parser.add_argument("--final-time", type=float, default=20.0)
     parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--only", nargs="+", choices=sorted(CONFIGURATIONS))
+    parser.add_argument("--problem", default="ks", choices=["ks", *EULER_PROBLEMS])
+    parser.add_argument("--only", nargs="+",
+                        choices=sorted({*CONFIGURATIONS, *EULER_CONFIGURATIONS}))
+    parser.add_argument("--lr", type=float, default=1e-3)
     args = parser.parse_args(argv)
+    euler = args.problem != "ks"
+    configurations = EULER_CONFIGURATIONS if euler else CONFIGURATIONS
+    unknown = sorted(set(args.only or ()) - set(configurations))
+    if unknown:
+        parser.error(f"{unknown} are not configurations of {args.problem}: choose from "
+                     f"{sorted(configurations)}")
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {}
-    for name in args.only or CONFIGURATIONS:
-        grid, model, preset, options, extra = CONFIGURATIONS[name]
-        path, data_seconds = data(args.out, grid, args.samples, args.final_time)
-        run = args.out / name
-        config = TrainConfig(epochs=args.epochs, batch_size=16, lr=1e-3, window=1,
-                             num_test=4, target="correction", coarse=f"{512 // grid}x4",
+    for name in args.only or configurations:
+        grid, model, preset, options, extra = configurations[name]
+        path, data_seconds = data(args.out, grid, args.samples, args.final_time,
+                                  args.problem)
+        saved = args.out / f"{path.name}.seconds"  # the first call's generation time
+        if saved.exists():
+            data_seconds = float(saved.read_text())
+        else:
+            saved.write_text(str(data_seconds))
+        run = args.out / (f"{args.problem}-{name}" if euler else name)
+        coarse = f"{EULER_REFERENCE // grid}x1" if euler else f"{512 // grid}x4"
+        config = TrainConfig(epochs=args.epochs, batch_size=8 if euler else 16, lr=args.lr,
+                             window=1, num_test=4, target="correction", coarse=coarse,
                              schedule="cosine", **extra)
         started = time.perf_counter()
         metrics = train(model, path, out=run, preset=preset, model_overrides=options,

@@ -37,7 +37,7 @@ def by_grid(rows, key, best):
 def test_quick_writes_every_field(quick):
     result, out, folder = quick
     saved = json.loads(out.read_text())
-    assert set(saved["problems"]) == {"kolmogorov", "ks"}
+    assert set(saved["problems"]) == {"kolmogorov", "ks", "euler-kh", "euler-ce-rm"}
     assert "interpolated spectrally" in saved["evaluation"]
     for name, problem in saved["problems"].items():
         rows = problem["rows"]
@@ -199,3 +199,51 @@ def test_upfront_seconds(tmp_path):
     assert bench_correction.upfront_seconds(run) is None  # the data's seconds unknown
     (run / "upfront.json").write_text(json.dumps({"data_seconds": 1.5, "train_seconds": 4.0}))
     assert bench_correction.upfront_seconds(run, 5.0) == 5.5  # the run's own record first
+
+
+def test_judge_names_the_solver_rows_that_dominate_and_judges_euler_by_error():
+    rows = [
+        {"kind": "solver", "label": "a", "seconds": 1.0, "final_rel_l2": 0.4,
+         "correlation_time": 1.0},
+        {"kind": "solver", "label": "b", "seconds": 8.0, "final_rel_l2": 0.1,
+         "correlation_time": 1.0},
+        {"kind": "corrected", "label": "c", "seconds": 2.0, "final_rel_l2": 0.2,
+         "correlation_time": 1.0, "upfront_seconds": 40.0},
+        {"kind": "corrected", "label": "d", "seconds": 2.0, "final_rel_l2": 0.5,
+         "correlation_time": 1.0},
+    ]
+    bench_correction.judge(rows, "final_rel_l2")
+    c, d = rows[2:]
+    assert c["dominated_by"] == [] and d["dominated_by"] == ["a"]
+    # the solver's error halves from 0.4 to 0.1 as its time grows 8x: 0.2 at 4x, log-log... in
+    # log time, linearly in the error: 0.2 is two thirds of the way, 1 s * 8^(2/3) = 4 s
+    assert c["equal_accuracy_solver_seconds"] == pytest.approx(4.0)
+    assert c["speedup"] == pytest.approx(2.0) and c["breakeven_rollouts"] == 20
+    assert d["speedup"] == pytest.approx(0.5)  # the cheapest solver row is more accurate
+
+
+def test_euler_states_are_restricted_and_compared_as_cell_averages():
+    rng = np.random.default_rng(0)
+    cells = rng.uniform(1.0, 2.0, (2, 5, 16, 16))
+    down = bench_correction.pool(cells, 4)
+    assert down.shape == (2, 5, 4, 4)
+    np.testing.assert_allclose(down.mean(axis=(-2, -1)), cells.mean(axis=(-2, -1)))
+    np.testing.assert_allclose(down[0, 0, 0, 0], cells[0, 0, :4, :4].mean())
+    with pytest.raises(ValueError, match="does not pool onto 5 cells"):
+        bench_correction.pool(cells, 5)
+
+
+def test_an_euler_corrector_that_corrects_nothing_scores_as_its_coarse_solver():
+    config = bench_correction.problem_config("euler-kh", quick=True)
+    initial, _ = bench_correction.initial_states("euler-kh", config)
+    solver = bench_correction.make_solver("euler-kh", config, *config["reference"])
+    evaluation = Evaluation("euler-kh", config, initial, None, repeats=1, budget=0.0)
+    evaluation.reference = evaluation.compared(solver.simulate(initial, 2))
+    assert evaluation.reference.shape == (2, 3, 1, 8, 8)  # density, on the coarsest grid
+    coarse = bench_correction.make_solver("euler-kh", config, 16, 0.4)
+    corrected = corrected_row(evaluation, coarse, grid=16, label="zero correction",
+                              time_step=0.4)
+    plain = solver_row(evaluation, 16, 0.4)
+    assert corrected["coarsening"] == plain["coarsening"] == {"y": 2, "x": 2, "t": 1.0}
+    assert corrected["final_rel_l2"] == pytest.approx(plain["final_rel_l2"], rel=1e-12)
+    assert 0 < plain["final_rel_l2"] < 0.05
