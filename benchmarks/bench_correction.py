@@ -462,11 +462,14 @@ def dominates(a: Mapping, b: Mapping) -> bool:
 
 def judge(rows: list[dict], metric: str = "correlation_time") -> None:
     """Add to each corrected row its equal-accuracy solver time, speedup and break-even, by
-    ``metric`` (``correlation_time``, or ``final_rel_l2``: smaller is better), and
+    ``metric`` (``correlation_time``, or ``final_rel_l2``: smaller is better, interpolated in
+    log error against log time; the reference row, exact by definition, is left out), and
     ``dominated_by``: the solver rows both as fast and as accurate (final error and
     correlation time), the McGreivy-Hakim test."""
-    if metric == "final_rel_l2":  # the front code wants larger-is-better
-        rows_by = [dict(r, accuracy=None if r.get(metric) is None else -r[metric])
+    if metric == "final_rel_l2":
+        # the front code wants larger-is-better; error falls as a power of the cost, so the
+        # interpolation is log-log. The reference (error 0 by definition) is left out.
+        rows_by = [dict(r, accuracy=-math.log10(r[metric]) if r.get(metric) else None)
                    for r in rows]
     else:
         rows_by = [dict(r, accuracy=r.get(metric)) for r in rows]

@@ -13,6 +13,16 @@ enters the coarse solver's right-hand side as the source S = δ / Δt over the i
 u_{t+1} = 𝒞(u_t; S), so the solver's implicit diffusion, exact linear part and dealiasing act
 on it.
 
+A corrector trained with ``correction_mode="flux"`` (finite-volume solvers with a
+:class:`~ssmpde.solvers.base.ConservativeForm`, Euler) acts after the step in conservative
+form: the model predicts a correction flux per conserved density and cell face, and the
+conserved densities U = to_conserved(c_{t+1}) change by its discrete divergence ΔU, so mass,
+momentum and energy are conserved to round-off:
+u_{t+1} = c_{t+1} + to_primitive(U + ΔU) − to_primitive(U). In every mode a corrected frame
+whose positive fields (density, pressure: the solver's ``checks``) are not all positive falls
+back, sample by sample, to the uncorrected coarse step (counted in
+:attr:`CorrectedStepper.fallbacks`).
+
 The state stays on the coarse solver's simulation grid (the data the corrector was trained on
 are stored there), so nothing is lost handing frames between the two. The correction is added
 in float64: a correction of exactly zero gives the coarse solver's step bit for bit. This is
