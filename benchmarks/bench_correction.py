@@ -740,8 +740,9 @@ def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: 
                   f"rel. L2 {row['final_rel_l2']:.3g}"), flush=True)
     for run, stepper, upfront in correctors:
         check_corrector(stepper, config, name)
-        row = corrected_row(evaluation, stepper, model=stepper.record.get("model"),
-                            upfront_seconds=upfront)
+        model = stepper.record.get("model")
+        row = corrected_row(evaluation, stepper, model=model, upfront_seconds=upfront,
+                            label=f"{stepper.label} ({model})")
         row["run"] = portable_path(run)
         rows.append(row)
         print(f"  {row['label']}: " + (f"failed ({row['failed']})" if "failed" in row else

@@ -103,12 +103,18 @@ class CorrectedStepper(SurrogateStepper):
 
     @property
     def label(self) -> str:
-        """How reports name it: ``corrected 4x5``, and ``corrected 4x5, unrolled 4`` for a
-        corrector trained through 4 unrolled coarse steps."""
-        horizon = self.record.get("train_config", {}).get("horizon", 1)
+        """How reports name it: ``corrected 4x5``; ``corrected 4x5, unrolled 4`` for a
+        corrector trained through 4 unrolled coarse steps, ``, on-policy 4`` for one trained
+        on the states of 4-step corrected rollouts; ``, in-step`` and ``, flux`` name the
+        source and flux modes."""
+        trained = self.record.get("train_config", {})
+        horizon = trained.get("horizon", 1)
         mode = {"source": ", in-step", "flux": ", flux"}.get(self.mode, "")
-        return (f"corrected {self.coarsening}" + mode
-                + (f", unrolled {horizon}" if horizon > 1 else ""))
+        variant = ""
+        if horizon > 1:
+            variant = (f", on-policy {horizon}" if trained.get("on_policy")
+                       else f", unrolled {horizon}")
+        return f"corrected {self.coarsening}{mode}{variant}"
 
     def step(self, history: np.ndarray, *, time: float = 0.0,
              parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:

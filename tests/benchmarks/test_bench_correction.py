@@ -131,7 +131,7 @@ def test_a_trained_corrector_adds_a_judged_row(tmp_path):
                                     "--images", str(tmp_path)])
     rows = result["problems"]["ks"]["rows"]
     (row,) = [r for r in rows if r["kind"] == "corrected"]
-    assert row["label"] == "corrected 4x1" and row["model"] == "lean-fno"
+    assert row["label"] == "corrected 4x1 (lean-fno)" and row["model"] == "lean-fno"
     assert row["grid"] == 128 and row["coarsening"] == {"x": 4, "t": 2.0}
     assert all(field in row for field in FIELDS + ("speedup", "breakeven_rollouts"))
     assert row["upfront_seconds"] > 2.5  # the data's seconds and the training's

@@ -456,6 +456,7 @@ def test_on_policy_items_are_the_states_the_corrected_solver_visits(ks_data, tmp
     model, record = load_checkpoint(run)
     wrapped = normalised_model(model, record)
     stepper = stepper_from_checkpoint(run)
+    assert stepper.label.endswith(", on-policy 3")
     task = dataclasses.replace(wrapped.task, horizon=3)
     trajectories = TaskDataset(ks_data, task, np.arange(2))
     items = on_policy_items(wrapped, trajectories, stepper.coarse, batch_size=8)
