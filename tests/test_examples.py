@@ -26,11 +26,13 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     for run in ("darcy-geomano", "darcy-fno", "navier-stokes-geomano", "navier-stokes-fno",
-                "navier-stokes-corrector"):
+                "euler-kh-corrector"):
         assert (tmp_path / "runs" / run / "weights.safetensors").exists()
     summary = (tmp_path / "summary.md").read_text()
     assert "darcy warm start" in summary and "rollout: adaptive" in summary
-    assert "rollout: corrected 2x2" in summary  # the learned correction, beside the rest
+    # the learned correction: the Euler corrector against the plain solvers, and a verdict
+    assert "euler kh: corrected 8², flux" in summary and "euler kh: plain 16² (2x finer)" in \
+        summary and "euler kh: verdict" in summary
     assert "ks rollout: surrogate:4,solver:1" in summary
     assert "ks rollout: parareal:1:1" in summary and "ks rollout: adaptive:0.001" in summary
     assert "ks rollout: verdict" in summary and "coarse" in summary
