@@ -842,15 +842,21 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     # A corrector's coarse predictions (the corrections' statistics), and the differentiable
     # coarse step it is unrolled through (horizon > 1); neither goes into the checkpoint.
     coarse_values = coarse_step = conservative = None
-    if task.correction and task.correction_mode == "flux":
-        with open_dataset(data) as ds:  # refused before the coarse predictions are computed
-            conservative = require_conservative(coarse_solver(ds, config.coarse))
-    if task.correction:
-        train_set, test_set, coarse_values = _with_coarse_predictions(
-            task, train_set, test_set, config, out, progress and rank == 0)
     # Unrolled training goes through the differentiable coarse step; on-policy training holds
     # the solver's response constant (one-step items on the visited states).
     unrolled = task.horizon > 1 and not config.on_policy
+    if task.correction and task.correction_mode == "flux":
+        with open_dataset(data) as ds:  # refused before the coarse predictions are computed
+            solver = coarse_solver(ds, config.coarse)
+            conservative = require_conservative(solver)
+        if unrolled:
+            raise ValueError(f"a flux-form corrector of {solver.name} trains one step at a time "
+                             "(--horizon 1) or on-policy (--on-policy N --horizon K --mode "
+                             "autoregressive): there is no differentiable step of it to "
+                             "unroll through")
+    if task.correction:
+        train_set, test_set, coarse_values = _with_coarse_predictions(
+            task, train_set, test_set, config, out, progress and rank == 0)
     if task.correction and (unrolled or task.correction_mode == "source"):
         from ssmpde.solvers.differentiable import differentiable_step
 
