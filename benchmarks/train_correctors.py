@@ -111,6 +111,10 @@ KOLMOGOROV_CONFIGURATIONS = {
                                 dict(correction_mode="source", horizon=4,
                                      mode="autoregressive", pushforward=False,
                                      curriculum=(1, 2, 4))),
+    "conv-source-unrolled8-4x": (64, "conv-corrector", "kolmogorov", {},
+                                 dict(correction_mode="source", horizon=8,
+                                      mode="autoregressive", pushforward=False,
+                                      curriculum=(1, 2, 4, 8))),
     "lean-fno-after-4x": (64, "lean-fno", "ns-corrector", {"modes": [32, 32]}, dict()),
     "ssno-after-4x": (64, "ssno", "torus", _SSNO_NARROW, dict()),
 }
