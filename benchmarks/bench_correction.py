@@ -621,14 +621,16 @@ def plot(path: Path, problem: Mapping) -> Path:
                     color="0.4", ls="--", lw=0.9, zorder=2, label="solver Pareto front")
         corrected = sorted((r for r in rows if r["kind"] == "corrected"),
                            key=lambda r: (r["seconds"], value(r)))
-        for i, r in enumerate(corrected):
+        for r in corrected:
             ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
                        edgecolor="k", lw=0.5, zorder=4,
                        label="corrected" if "corrected" not in
                        ax.get_legend_handles_labels()[1] else None)
-            # neighbours' labels alternate below and above, so close markers stay legible
+            # of close markers (within 30 % in time), the upper one's label goes above it
+            higher = any(o is not r and abs(math.log(o["seconds"] / r["seconds"])) < 0.26
+                         and value(o) < value(r) for o in corrected)
             ax.annotate(r["label"], (r["seconds"], value(r)), fontsize=6.5,
-                        xytext=(5, -9 if i % 2 == 0 else 4), textcoords="offset points")
+                        xytext=(5, 4 if higher else -9), textcoords="offset points")
         ax.set_xscale("log")
         # 1, 2, 5 times the decades, written out: readable also over less than a decade
         ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
