@@ -281,12 +281,3 @@ def import_revision(revision: str, into: Path):
         for key in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
             del sys.modules[key]
         raise
-
-
-def cpu_seconds(function):
-    """``(CPU seconds of this process, result)`` of one call: on one thread the wall time a
-    quiet machine would show, much less disturbed than the wall clock by other jobs on a
-    loaded one."""
-    start = time.process_time()
-    result = function()
-    return time.process_time() - start, result
