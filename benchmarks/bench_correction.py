@@ -199,11 +199,11 @@ def restrict(states, n: int):
 def pool(values, n: int):
     """Finite-volume values ``[..., m, m]`` averaged over blocks onto ``n`` cells per axis
     (m a multiple of n): the exact restriction of cell averages."""
-    m = values.shape[-1]
-    if m % n:
-        raise ValueError(f"a {m}-cell grid does not pool onto {n} cells")
-    f = m // n
-    return values.reshape(*values.shape[:-2], n, f, n, f).mean(axis=(-3, -1))
+    from ssmpde.solvers.base import block_average
+
+    if values.shape[-1] % n:
+        raise ValueError(f"a {values.shape[-1]}-cell grid does not pool onto {n} cells")
+    return block_average(values, (n, n))
 
 
 def to_grid(frames, n: int):
@@ -467,19 +467,24 @@ def dominates(a: Mapping, b: Mapping) -> bool:
         or a["correlation_time"] >= b["correlation_time"]
 
 
+def accuracy_rows(rows: Sequence[Mapping], metric: str) -> list[dict]:
+    """Copies of ``rows`` with ``accuracy``, larger is better, for :func:`solver_front`:
+    ``metric`` itself, or for ``final_rel_l2`` −log10 of the error (error falls as a power of
+    the cost, so interpolation along the front is log-log); the reference (error 0 by
+    definition) gets None and stays off the front."""
+    if metric == "final_rel_l2":
+        return [dict(r, accuracy=-math.log10(r[metric]) if r.get(metric) else None)
+                for r in rows]
+    return [dict(r, accuracy=r.get(metric)) for r in rows]
+
+
 def judge(rows: list[dict], metric: str = "correlation_time") -> None:
     """Add to each corrected row its equal-accuracy solver time, speedup and break-even, by
     ``metric`` (``correlation_time``, or ``final_rel_l2``: smaller is better, interpolated in
     log error against log time; the reference row, exact by definition, is left out), and
     ``dominated_by``: the solver rows both as fast and as accurate (final error and
     correlation time), the McGreivy-Hakim test."""
-    if metric == "final_rel_l2":
-        # the front code wants larger-is-better; error falls as a power of the cost, so the
-        # interpolation is log-log. The reference (error 0 by definition) is left out.
-        rows_by = [dict(r, accuracy=-math.log10(r[metric]) if r.get(metric) else None)
-                   for r in rows]
-    else:
-        rows_by = [dict(r, accuracy=r.get(metric)) for r in rows]
+    rows_by = accuracy_rows(rows, metric)
     for row, scored in zip(rows, rows_by):
         if row["kind"] != "corrected":
             continue
@@ -611,11 +616,8 @@ def plot(path: Path, problem: Mapping) -> Path:
                 ax.annotate(f"{r['time_step']:g}", (r["seconds"], value(r)), fontsize=6,
                             xytext=(2, 4 if i % 2 == 0 else -10), textcoords="offset points",
                             color=colours[n])
-        if by_error:  # the solver rows no other is both faster and more accurate than
-            front = [r for r in sorted(rows, key=lambda r: r["seconds"])
-                     if r["kind"] == "solver" and not any(
-                         dominates(o, r) and o is not r and (o["seconds"], o[metric]) !=
-                         (r["seconds"], r[metric]) for o in rows if o["kind"] == "solver")]
+        if by_error:  # the same front the judgement interpolates along
+            front = solver_front(accuracy_rows(rows, metric), "accuracy")
             right = max(r["seconds"] for r in rows)
             ax.step([r["seconds"] for r in front] + [right],
                     [value(r) for r in front] + [value(front[-1])], where="post",

@@ -86,9 +86,7 @@ class CorrectedStepper(SurrogateStepper):
         if self.mode == "source" and not coarse.takes_source:
             raise ValueError(f"the corrector acts inside the coarse step as a source term, "
                              f"which {coarse.name} does not take")
-        self.conservative = self._wrapped.conservative
-        if self.mode == "flux":
-            self.conservative = require_conservative(coarse)
+        self.conservative = require_conservative(coarse) if self.mode == "flux" else None
         self.coarse = coarse
         checks = getattr(coarse, "checks", None)
         #: Field indices that must stay > 0 (density, pressure): a corrected frame that breaks

@@ -32,6 +32,7 @@ __all__ = [
     "Stepper",
     "TimeDependentSolver",
     "VariableSpec",
+    "block_average",
     "check_ranged",
     "check_strided_grid",
     "get_solver",
@@ -390,6 +391,22 @@ class ConservativeForm:
     to_conserved: Callable[[Any], Any]
     to_primitive: Callable[[Any], Any]
     periodic: tuple[bool, ...]
+
+
+def block_average(values: np.ndarray, grid: Sequence[int]) -> np.ndarray:
+    """Cell averages ``[..., *fine]`` averaged over blocks onto ``grid`` (the last
+    ``len(grid)`` axes; each fine size a multiple of its coarse one): the exact restriction of
+    finite-volume data, and the ``"pool"`` down-sampling of stored frames."""
+    ndim = len(grid)
+    fine = values.shape[values.ndim - ndim:]
+    if any(m < 1 or n % m for n, m in zip(fine, grid)):
+        raise ValueError(f"a {list(fine)} grid does not average onto {list(grid)} cells: "
+                         "each coarse size must divide the fine one")
+    shape = list(values.shape[:values.ndim - ndim])
+    for n, m in zip(fine, grid):
+        shape += [m, n // m]
+    lead = values.ndim - ndim
+    return values.reshape(shape).mean(axis=tuple(range(lead + 1, lead + 2 * ndim, 2)))
 
 
 def stack_fields(parts: Sequence[Any]) -> Any:
@@ -831,10 +848,7 @@ class TimeDependentSolver(Solver):
             return frames
         if self.downsampling == "stride":
             return frames[(..., *(slice(None, None, f) for f in factors))]
-        shape = list(frames.shape[:2])
-        for m, f in zip(grid, factors):
-            shape += [m, f]
-        return frames.reshape(shape).mean(axis=tuple(range(3, len(shape), 2)))
+        return block_average(frames, grid)
 
     def _output_grid(self, initial_grid: tuple[int, ...], output_resolution) -> tuple[int, ...]:
         if output_resolution is None:
