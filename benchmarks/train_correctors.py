@@ -117,21 +117,69 @@ KOLMOGOROV_CONFIGURATIONS = {
                                       curriculum=(1, 2, 4, 8))),
     "lean-fno-after-4x": (64, "lean-fno", "ns-corrector", {"modes": [32, 32]}, dict()),
     "ssno-after-4x": (64, "ssno", "torus", _SSNO_NARROW, dict()),
+    # learning the reference itself: data simulated on 256² and restricted spectrally (the
+    # state the coarse pseudospectral solver carries), corrected solver 4x10 (64², h 0.025)
+    # or 8x20 (32², h 0.05); longer unrolled curricula
+    "conv-source-unrolled16-4x-from256": ((64, 256), "conv-corrector", "kolmogorov", {},
+                                          dict(correction_mode="source", horizon=16,
+                                               mode="autoregressive", pushforward=False,
+                                               curriculum=(1, 2, 4, 8, 16))),
+    "conv-source-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                          {"grid": [32, 32]},
+                                          dict(correction_mode="source", horizon=16,
+                                               mode="autoregressive", pushforward=False,
+                                               curriculum=(1, 2, 4, 8, 16))),
 }
 #: bench_correction's Euler problems: their presets and reference grid
 EULER_PROBLEMS = {"euler-kh": "kelvin-helmholtz", "euler-ce-rm": "ce-rm"}
 EULER_REFERENCE = 256
 
 
+def coarsened_dataset(source: Path, path: Path, grid: int) -> None:
+    """``source``'s spectrally down-sampled Navier–Stokes frames restricted spectrally
+    further, to ``grid``² (the same as simulating them again with that stored grid)."""
+    import xarray as xr
+
+    from ssmpde.data import save
+    from ssmpde.solvers.spectral import spectral_resample
+
+    with xr.open_dataset(source) as ds:
+        ds = ds.load()
+    config = json.loads(ds.attrs["ssmpde_config"])
+    if config["solver"].get("downsampling") != "spectral":
+        raise ValueError(f"{source} is not spectrally down-sampled")
+    step = ds.sizes["x"] // grid
+    coarse = ds.isel(y=slice(None, None, step), x=slice(None, None, step))
+    # the forcing is a formula evaluated at the stored nodes (kept strided, as generated)
+    coarse["vorticity"] = coarse["vorticity"].copy(
+        data=spectral_resample(ds["vorticity"].values, grid))
+    config["solver"]["resolution"] = grid
+    coarse.attrs["ssmpde_config"] = json.dumps(config)
+    save(coarse, path)
+
+
 def data(out: Path, grid: int, samples: int, final_time: float,
-         problem: str = "ks") -> tuple[Path, float]:
+         problem: str = "ks", simulation: int | None = None) -> tuple[Path, float]:
     """Trajectories simulated like bench_correction's reference, stored on ``grid``: KS
-    (512 points, h = 0.0025) or an Euler problem (256², its CFL number, record 0.1)."""
-    path = out / f"{problem}{grid}.nc"
+    (512 points, h = 0.0025), an Euler problem (256², its CFL number, record 0.1) or
+    Kolmogorov flow (``simulation``² at h = 0.0025, record 0.1, after a spin-up of 50 on
+    128²; 128² frames strided, 256² frames restricted spectrally)."""
+    tag = "" if simulation in (None, 128) else f"-from{simulation}"
+    path = out / f"{problem}{grid}{tag}.nc"
     started = time.perf_counter()
     if path.exists():
         return path, time.perf_counter() - started
-    if problem == "kolmogorov":
+    if problem == "kolmogorov" and simulation == 256 and grid < 64:
+        source, seconds = data(out, 64, samples, final_time, problem, simulation)
+        coarsened_dataset(source, path, grid)
+        return path, seconds + time.perf_counter() - started
+    if problem == "kolmogorov" and simulation == 256:
+        generate("navier-stokes", num_samples=samples, seed=0, out=path,
+                 preset="kolmogorov-re1000", resolution=grid, simulation_resolution=256,
+                 time_step=0.0025, final_time=final_time, record_interval=0.1,
+                 spin_up=50.0, spin_up_resolution=128, downsampling="spectral",
+                 progress=False).close()
+    elif problem == "kolmogorov":
         generate("navier-stokes", num_samples=samples, seed=0, out=path,
                  preset="kolmogorov-re1000", resolution=grid, simulation_resolution=128,
                  time_step=0.0025, final_time=final_time, record_interval=0.1,
@@ -175,15 +223,17 @@ def main(argv=None) -> dict:
     summary = {}
     for name in args.only or configurations:
         grid, model, preset, options, extra = configurations[name]
+        grid, simulation = grid if isinstance(grid, tuple) else (grid, None)
         path, data_seconds = data(args.out, grid, args.samples, args.final_time,
-                                  args.problem)
+                                  args.problem, simulation)
         saved = args.out / f"{path.name}.seconds"  # the first call's generation time
         if saved.exists():
             data_seconds = float(saved.read_text())
         else:
             saved.write_text(str(data_seconds))
         run = args.out / (name if args.problem == "ks" else f"{args.problem}-{name}")
-        coarse = (f"{EULER_REFERENCE // grid}x1" if euler else "2x10"
+        coarse = (f"{EULER_REFERENCE // grid}x1" if euler
+                  else f"{(simulation or 128) // grid}x{640 // grid}"  # h = 1.6 / grid
                   if args.problem == "kolmogorov" else f"{512 // grid}x4")
         config = TrainConfig(epochs=args.epochs, batch_size=16 if args.problem == "ks" else 8,
                              lr=args.lr, window=1, num_test=args.num_test,

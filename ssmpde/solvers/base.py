@@ -20,6 +20,7 @@ import numpy as np
 import xarray as xr
 
 from ..core import Registry, unknown_name
+from .spectral import spectral_resample
 from ..data import (ENCODED_BY, ROLE, ROLES, SAMPLE, SPATIAL_DIMS, TIME, build_dataset,
                     config_of, grid_coordinates, sample_coordinate, time_coordinate)
 
@@ -591,8 +592,10 @@ class TimeDependentSolver(Solver):
     The config dataclass must have ``final_time`` and ``record_interval``.
 
     Conventions: frames are NumPy float64 ``[batch, field, *grid]``; down-sampling from the
-    simulation grid to a stored grid takes every ``s``-th node (``downsampling = "stride"``) or
-    the mean of ``s``-node blocks (``"pool"``), ``s`` the ratio of the two grids per axis.
+    simulation grid to a stored grid takes every ``s``-th node (``downsampling = "stride"``),
+    the mean of ``s``-node blocks (``"pool"``), ``s`` the ratio of the two grids per axis, or
+    the Fourier modes the stored grid can hold (``"spectral"``); a config field
+    ``downsampling`` overrides the class's choice.
     """
 
     fields: ClassVar[tuple[str, ...]] = ()
@@ -846,8 +849,14 @@ class TimeDependentSolver(Solver):
         factors = [n // m for n, m in zip(self.simulation_grid, grid)]
         if all(f == 1 for f in factors):
             return frames
-        if self.downsampling == "stride":
+        how = getattr(self.config, "downsampling", None) or self.downsampling
+        if how == "stride":
             return frames[(..., *(slice(None, None, f) for f in factors))]
+        if how == "spectral":
+            if len(set(grid)) != 1 or len(set(self.simulation_grid)) != 1:
+                raise ValueError(f"spectral down-sampling needs equal sizes per axis, got "
+                                 f"{self.simulation_grid} -> {grid}")
+            return spectral_resample(frames, grid[0], ndim=len(grid))
         return block_average(frames, grid)
 
     def _output_grid(self, initial_grid: tuple[int, ...], output_resolution) -> tuple[int, ...]:

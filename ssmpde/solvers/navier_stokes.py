@@ -29,6 +29,7 @@ from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, etdrk4_coe
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "etdrk4_operator",
            "forcing_field", "reference_advection", "reference_etdrk4_step", "reference_step"]
 
+DOWNSAMPLINGS = ("stride", "spectral")
 FORCINGS = ("fno", "torus-vis", "torus-vis-force", "kolmogorov", "none")
 #: Kolmogorov flow's forcing wavenumber (Kochkov et al. 2021: sin(4y) on [0, 2π)²).
 KOLMOGOROV_WAVENUMBER = 4
@@ -69,7 +70,7 @@ class NavierStokesConfig:
     ----------
     resolution : int
         Stored grid points per side (the dataset's ``x`` and ``y``). Must divide
-        ``simulation_resolution``; frames are strided, as FNO's 256 -> 64 data were.
+        ``simulation_resolution``; see ``downsampling``.
     simulation_resolution : int
         Grid points per side of the pseudospectral simulation (even).
     viscosity : float or (float, float)
@@ -112,6 +113,18 @@ class NavierStokesConfig:
         stored): a forced turbulent flow forgets its initial field and reaches its
         statistically steady state (Kochkov et al.: several large-eddy times). A whole
         number of time steps in faithful mode; not with the moving ``torus-vis-force``.
+    spin_up_resolution : int, optional
+        Grid of the spin-up (default: the simulation grid), an even size at most
+        ``simulation_resolution``: the spin-up runs there at the same scheme and step, and its
+        end state is interpolated spectrally onto the simulation grid. A cheap road to a
+        spun-up fine-grid state (the bench's Kolmogorov reference spins up on 128² too); the
+        first record intervals on the finer grid then carry its adjustment.
+    downsampling : {"stride", "spectral"}
+        How frames go from the simulation grid to the stored grid. ``stride``: every s-th
+        node, as FNO's 256 -> 64 data were (aliased: what the coarse grid cannot hold folds
+        onto what it can). ``spectral``: the Fourier modes the stored grid holds, the state a
+        pseudospectral solver on that grid would carry (the data a learned correction of the
+        coarse solver should be trained on).
     alpha : float
         Smoothness exponent of the initial-vorticity GRF, covariance ∝ (−Δ + τ²)^(−α).
     tau : float
@@ -132,6 +145,8 @@ class NavierStokesConfig:
     scheme: str | None = None
     drag: float = 0.0
     spin_up: float = 0.0
+    spin_up_resolution: int | None = None
+    downsampling: str = "stride"
     dtype: str = "float64"
     alpha: float = 2.5
     tau: float = 7.0
@@ -161,6 +176,16 @@ class NavierStokesConfig:
         if isinstance(self.spin_up, bool) or not (self.spin_up == 0
                                                   or positive_finite(self.spin_up)):
             raise ValueError(f"spin_up must be a finite time >= 0, got {self.spin_up!r}")
+        if self.spin_up_resolution is not None:
+            n = self.spin_up_resolution
+            if (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2 or n % 2
+                    or n > self.simulation_resolution):
+                raise ValueError(f"spin_up_resolution must be an even grid size in "
+                                 f"2..{self.simulation_resolution} (the simulation "
+                                 f"resolution), got {n!r}")
+        if self.downsampling not in DOWNSAMPLINGS:
+            raise ValueError(f"unknown downsampling {self.downsampling!r}; choose one of "
+                             f"{DOWNSAMPLINGS}")
         if self.spin_up and self.forcing == "torus-vis-force":
             raise ValueError("spin_up with the moving torus-vis-force forcing would shift its "
                              "phase: use forcing='torus-vis' or spin_up=0")
@@ -753,16 +778,22 @@ class NavierStokes2D(TimeDependentSolver):
 
     def sample_inputs(self, seed: int, indices: Sequence[int]) -> dict[str, np.ndarray]:
         """Initial vorticity and parameters; with ``spin_up``, the initial vorticity is the
-        random field advanced ``spin_up`` time units by this solver (same scheme and step)."""
+        random field advanced ``spin_up`` time units by this solver (same scheme and step),
+        on ``spin_up_resolution`` if set (the random field restricted spectrally to it, the
+        end state interpolated spectrally back)."""
         inputs = super().sample_inputs(seed, indices)
         spin_up = float(self.config.spin_up)
         if spin_up:
             fields = dataclasses.asdict(self.config)
-            fields.update(final_time=spin_up, record_interval=spin_up, spin_up=0.0)
+            grid = self.config.spin_up_resolution or self.config.simulation_resolution
+            fields.update(final_time=spin_up, record_interval=spin_up, spin_up=0.0,
+                          spin_up_resolution=None, simulation_resolution=grid,
+                          resolution=grid)
             warm = type(self)(fft_backend=self.fft_backend, threads=self.threads, **fields)
             parameters = {k: v for k, v in inputs.items() if k != "initial"}
-            inputs["initial"] = warm.simulate(inputs["initial"], 1,
-                                              parameters=parameters)[:, -1]
+            start = spectral_resample(inputs["initial"][:, 0], grid)[:, None]
+            end = warm.simulate(start, 1, parameters=parameters)[:, -1]
+            inputs["initial"] = self.to_simulation_grid(end)
         return inputs
 
     # -- simulation ------------------------------------------------------------------------

@@ -248,3 +248,31 @@ def test_an_euler_corrector_that_corrects_nothing_scores_as_its_coarse_solver():
     assert corrected["coarsening"] == plain["coarsening"] == {"y": 2, "x": 2, "t": 1.0}
     assert corrected["final_rel_l2"] == pytest.approx(plain["final_rel_l2"], rel=1e-12)
     assert 0 < plain["final_rel_l2"] < 0.05
+
+
+def test_a_coarsened_kolmogorov_dataset_is_the_one_generated_on_that_grid(tmp_path):
+    # train_correctors derives its 32² Kolmogorov data from the 64² file; the derived file
+    # must be what generating with the 32² stored grid gives (spectral restriction twice is
+    # one restriction), with the config to rebuild its coarse solver from.
+    from benchmarks.train_correctors import coarsened_dataset
+    from ssmpde.data import open_dataset
+    from ssmpde.data.schema import config_of
+    from ssmpde.generation import generate
+
+    options = dict(num_samples=2, seed=0, preset="kolmogorov-re1000",
+                   simulation_resolution=32, time_step=0.01, final_time=0.2,
+                   record_interval=0.1, spin_up=0.1, spin_up_resolution=16,
+                   downsampling="spectral", progress=False)
+    generate("navier-stokes", out=tmp_path / "a16.nc", resolution=16, **options).close()
+    generate("navier-stokes", out=tmp_path / "b8.nc", resolution=8, **options).close()
+    coarsened_dataset(tmp_path / "a16.nc", tmp_path / "c8.nc", 8)
+    with open_dataset(tmp_path / "b8.nc") as direct, open_dataset(tmp_path / "c8.nc") as derived:
+        for name in ("vorticity", "forcing"):
+            np.testing.assert_allclose(derived[name].values, direct[name].values, rtol=0,
+                                       atol=1e-12 * float(np.abs(direct[name]).max()))
+        np.testing.assert_array_equal(derived["x"].values, direct["x"].values)
+        assert config_of(derived)["solver"] == config_of(direct)["solver"]
+    strided = dict(options, downsampling="stride")
+    generate("navier-stokes", out=tmp_path / "s16.nc", resolution=16, **strided).close()
+    with pytest.raises(ValueError, match="not spectrally down-sampled"):
+        coarsened_dataset(tmp_path / "s16.nc", tmp_path / "t8.nc", 8)

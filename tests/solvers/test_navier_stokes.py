@@ -198,6 +198,60 @@ def test_kolmogorov_flow_keeps_zero_mean_vorticity_and_spins_up():
     assert np.abs(means).max() <= 1e-12 * np.abs(frames).max(), means
 
 
+def test_spin_up_on_a_coarser_grid_is_the_coarse_spin_up_interpolated():
+    # Independent composition: the random field truncated to 16² by hand (FFT), spun up by a
+    # 16² solver, zero-padded to 32² by hand, must be the 32² solver's spun-up initial state.
+    config = dict(NavierStokes2D.PRESETS["kolmogorov-re1000"], simulation_resolution=32,
+                  resolution=32, final_time=0.5, record_interval=0.25, spin_up=0.5,
+                  time_step=0.01)
+    fine = NavierStokes2D(**config, spin_up_resolution=16)
+    cold = NavierStokes2D(**{**config, "spin_up": 0.0}).sample_inputs(seed=0, indices=[0, 1])
+
+    def resample(field, n):
+        m = field.shape[-1]
+        spectrum = np.fft.fft2(field) / m ** 2
+        keep = min(m, n) // 2
+        wanted = np.r_[0:keep, -keep + 1:0]  # |k| < keep: the Nyquist mode dropped
+        out = np.zeros(field.shape[:-2] + (n, n), dtype=complex)
+        out[..., wanted[:, None], wanted] = spectrum[..., wanted[:, None], wanted]
+        return np.fft.ifft2(out).real * n ** 2
+
+    coarse = NavierStokes2D(**{**config, "spin_up": 0.0, "simulation_resolution": 16,
+                               "resolution": 16, "final_time": 0.5, "record_interval": 0.5})
+    spun = coarse.simulate(resample(cold["initial"], 16), 1)[:, -1]
+    np.testing.assert_allclose(fine.sample_inputs(seed=0, indices=[0, 1])["initial"],
+                               resample(spun, 32), rtol=0, atol=1e-12 * np.abs(spun).max())
+    # the default (the simulation grid) is unchanged, bit for bit
+    default = NavierStokes2D(**config).sample_inputs(seed=0, indices=[0])["initial"]
+    same = NavierStokes2D(**config, spin_up_resolution=32).sample_inputs(
+        seed=0, indices=[0])["initial"]
+    np.testing.assert_array_equal(default, same)
+
+
+def test_spectral_downsampling_stores_the_modes_the_coarse_grid_holds():
+    config = dict(NavierStokes2D.PRESETS["kolmogorov-re1000"], simulation_resolution=32,
+                  resolution=32, spin_up=0.0, final_time=0.2, record_interval=0.1,
+                  time_step=0.01)
+    inputs = NavierStokes2D(**config).sample_inputs(seed=3, indices=[0])
+    full = NavierStokes2D(**config).solve_batch(inputs)["vorticity"]
+    stored = NavierStokes2D(**{**config, "resolution": 8},
+                            downsampling="spectral").solve_batch(inputs)["vorticity"]
+    strided = NavierStokes2D(**{**config, "resolution": 8}).solve_batch(inputs)["vorticity"]
+    np.testing.assert_array_equal(strided, full[..., ::4, ::4])
+    # by hand: the 32² frames' Fourier modes |k| < 4 per axis, evaluated on the 8² nodes
+    spectrum = np.fft.fft2(full) / 32 ** 2
+    wanted = np.r_[0:4, -3:0]
+    y, x = np.meshgrid(np.arange(8) / 8, np.arange(8) / 8, indexing="ij")
+    expected = np.zeros(full.shape[:-2] + (8, 8))
+    for ky in wanted:
+        for kx in wanted:
+            expected += (spectrum[..., ky, kx, None, None]
+                         * np.exp(2j * np.pi * (ky * y + kx * x))).real
+    np.testing.assert_allclose(stored, expected, rtol=0, atol=1e-12 * np.abs(full).max())
+    # the stored frames are the frames' mean-preserving low-pass: not the strided nodes
+    assert np.abs(stored - strided).max() > 1e-3 * np.abs(full).max()
+
+
 def moving_forcing_exact(n, t, nu, amplitude):
     # f = A sin(2πx + ct), c = 0.2, on the |k| = 1 shell: a' = −κa + A e^{ict}, a(0) = 0,
     # a(t) = A (e^{ict} − e^{−κt}) / (κ + ic), ω = Im(a e^{2πix}).
@@ -316,6 +370,9 @@ def test_torus_forcing_phase_decomposition():
     (dict(spin_up=0.5, forcing="torus-vis-force"), "phase"),
     (dict(spin_up=0.00015, time_step=1e-4), "whole number of time steps"),
     (dict(time_stepping="fast"), "time_stepping"),
+    (dict(spin_up_resolution=512, simulation_resolution=256), "spin_up_resolution must be"),
+    (dict(spin_up_resolution=33), "spin_up_resolution must be an even"),
+    (dict(downsampling="fourier"), "unknown downsampling 'fourier'.*spectral"),
     (dict(record_interval=0.3, final_time=1.0), "whole number"),
     (dict(time_step=3e-4, record_interval=1.0), "whole number"),
     (dict(scheme="etdrk4", time_stepping="cfl"), "needs a fixed step"),
