@@ -21,7 +21,14 @@ Configurations (``--only`` picks some):
 * ``ssno-source-unrolled-4x``: an SSM (SS-NO, no memory, narrow: width 16, lifting 32,
   depth 2, state 16) as the first.
 
-Kolmogorov flow (``--problem kolmogorov``; see :data:`KOLMOGOROV_CONFIGURATIONS`).
+Kolmogorov flow (``--problem kolmogorov``; see :data:`KOLMOGOROV_CONFIGURATIONS`): the first
+correctors learn 128² data (frames strided onto 64²); the ``-from256`` ones learn the 256²
+reference itself, its frames restricted spectrally onto 64² (simulated, 577 s for 8
+trajectories of 40 time units) and from there onto 32² (derived)::
+
+    taskset -c 1 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors \
+        --problem kolmogorov --out runs/k256 --samples 8 --final-time 40 --num-test 1 \
+        --only conv-source-unrolled32-8x-from256 --epochs 12 --budget 1000
 
 Euler (``--problem euler-kh`` or ``euler-ce-rm``; the ``euler-*`` problems of
 ``bench_correction``): trajectories simulated on the reference's 256² (T = 1, record 0.1)
@@ -126,6 +133,26 @@ KOLMOGOROV_CONFIGURATIONS = {
                                                curriculum=(1, 2, 4, 8, 16))),
     "conv-source-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
                                           {"grid": [32, 32]},
+                                          dict(correction_mode="source", horizon=16,
+                                               mode="autoregressive", pushforward=False,
+                                               curriculum=(1, 2, 4, 8, 16))),
+    "conv-source-unrolled32-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                          {"grid": [32, 32]},
+                                          dict(correction_mode="source", horizon=32,
+                                               mode="autoregressive", pushforward=False,
+                                               curriculum=(1, 2, 4, 8, 16, 32))),
+    "conv-velocity-source-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                                   {"grid": [32, 32], "velocity": True},
+                                                   dict(correction_mode="source", horizon=16,
+                                                        mode="autoregressive",
+                                                        pushforward=False,
+                                                        curriculum=(1, 2, 4, 8, 16))),
+    "conv-after-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                         {"grid": [32, 32]},
+                                         dict(horizon=16, mode="autoregressive",
+                                              pushforward=False, curriculum=(1, 2, 4, 8, 16))),
+    "ssno-source-unrolled16-8x-from256": ((32, 256), "ssno", "torus",
+                                          {**_SSNO_NARROW, "grid": [32, 32]},
                                           dict(correction_mode="source", horizon=16,
                                                mode="autoregressive", pushforward=False,
                                                curriculum=(1, 2, 4, 8, 16))),

@@ -114,9 +114,9 @@ class NavierStokesConfig:
         statistically steady state (Kochkov et al.: several large-eddy times). A whole
         number of time steps in faithful mode; not with the moving ``torus-vis-force``.
     spin_up_resolution : int, optional
-        Grid of the spin-up (default: the simulation grid), an even size at most
-        ``simulation_resolution``: the spin-up runs there at the same scheme and step, and its
-        end state is interpolated spectrally onto the simulation grid. A cheap road to a
+        Grid of the spin-up (default: the simulation grid), an even size: the spin-up runs
+        there at the same scheme and step, and its end state is resampled spectrally onto the
+        simulation grid (a coarsened solver keeps its data's spin-up). A cheap road to a
         spun-up fine-grid state (the bench's Kolmogorov reference spins up on 128² too); the
         first record intervals on the finer grid then carry its adjustment.
     downsampling : {"stride", "spectral"}
@@ -179,10 +179,9 @@ class NavierStokesConfig:
         if self.spin_up_resolution is not None:
             n = self.spin_up_resolution
             if (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2 or n % 2
-                    or n > self.simulation_resolution):
+                    or n > MAX_RESOLUTION):
                 raise ValueError(f"spin_up_resolution must be an even grid size in "
-                                 f"2..{self.simulation_resolution} (the simulation "
-                                 f"resolution), got {n!r}")
+                                 f"2..{MAX_RESOLUTION}, got {n!r}")
         if self.downsampling not in DOWNSAMPLINGS:
             raise ValueError(f"unknown downsampling {self.downsampling!r}; choose one of "
                              f"{DOWNSAMPLINGS}")

@@ -37,7 +37,7 @@ from torch import nn
 
 from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 
-__all__ = ["ConvCorrector", "ConvCorrectorConfig"]
+__all__ = ["ConvCorrector", "ConvCorrectorConfig", "vorticity_features"]
 
 KERNELS = (3, 5)
 
@@ -59,6 +59,14 @@ class ConvCorrectorConfig(ModelConfig):
         Residual blocks (two convolutions each).
     kernel : {3, 5}
         Points per axis of every convolution.
+    velocity : bool
+        2D only: also feed the velocity (u, v) and the advection u·∇ω of input channel 0,
+        read as the vorticity on a periodic square (the frame of the Navier–Stokes data),
+        computed spectrally (:func:`vorticity_features`). The map from vorticity to
+        velocity is global (Biot–Savart), which no stencil of a few points can learn; the
+        closure of an under-resolved flow depends on the velocity that advects it (Kochkov
+        et al.'s learned interpolation corrects the advecting velocities). Three FFTs of the
+        grid per call.
     """
 
     in_channels: int = 1
@@ -67,6 +75,7 @@ class ConvCorrectorConfig(ModelConfig):
     width: int = 16
     depth: int = 2
     kernel: int = 3
+    velocity: bool = False
 
     label: ClassVar[str] = "convolutional corrector"
 
@@ -77,9 +86,40 @@ class ConvCorrectorConfig(ModelConfig):
         if isinstance(self.kernel, bool) or self.kernel not in KERNELS:
             raise ValueError(f"convolutional corrector kernel must be one of {KERNELS}, got "
                              f"{self.kernel!r}")
+        if not isinstance(self.velocity, bool):
+            raise ValueError(f"convolutional corrector velocity must be True or False, got "
+                             f"{self.velocity!r}")
+        if self.velocity and (len(self.grid) != 2 or self.grid[0] != self.grid[1]):
+            raise ValueError(f"convolutional corrector velocity features need a square 2D "
+                             f"grid (channel 0 a periodic vorticity), got grid {self.grid}")
         if min(self.grid) < self.kernel:
             raise ValueError(f"convolutional corrector kernel {self.kernel} is wider than the "
                              f"grid {self.grid}")
+
+
+def vorticity_features(vorticity: torch.Tensor) -> torch.Tensor:
+    r"""``[batch, n, n]`` vorticity on a periodic square → ``[batch, 3, n, n]``: the
+    velocity (u, v) = (∂ψ/∂y, −∂ψ/∂x) with −Δψ = ω (zero-mean ψ) and the advection
+    u ∂ω/∂x + v ∂ω/∂y, spectrally (the Nyquist modes' derivatives set to zero, as in the
+    solver), in the units of the square [0, 2π)² (Kochkov's frame: integer wavenumbers,
+    so a vorticity of order one at wavenumber k gives a velocity of order 1/k and an
+    advection of order one; the unit torus's are these scaled by 1/2π and 1). The
+    solver's sign conventions (``docs/numerics/navier_stokes.md``); differentiable.
+    """
+    n = vorticity.shape[-1]
+    ky = torch.fft.fftfreq(n, 1.0 / n, dtype=vorticity.dtype, device=vorticity.device)
+    kx = torch.fft.rfftfreq(n, 1.0 / n, dtype=vorticity.dtype, device=vorticity.device)
+    laplacian = ky[:, None] ** 2 + kx[None, :] ** 2
+    laplacian[0, 0] = 1.0  # the mean of ψ: zero, as ω̂(0) / 1 is then differentiated away
+    ky = torch.where(ky.abs() == n // 2, torch.zeros_like(ky), ky)[:, None]
+    kx = torch.where(kx == n // 2, torch.zeros_like(kx), kx)[None, :]
+    w_hat = torch.fft.rfft2(vorticity)
+    psi_hat = w_hat / laplacian
+    u = torch.fft.irfft2(1j * ky * psi_hat, s=(n, n))
+    v = torch.fft.irfft2(-1j * kx * psi_hat, s=(n, n))
+    w_x = torch.fft.irfft2(1j * kx * w_hat, s=(n, n))
+    w_y = torch.fft.irfft2(1j * ky * w_hat, s=(n, n))
+    return torch.stack([u, v, u * w_x + v * w_y], dim=1)
 
 
 @register_model("conv-corrector")
@@ -110,7 +150,8 @@ class ConvCorrector(Surrogate):
         conv = nn.Conv1d if len(config.grid) == 1 else nn.Conv2d
         options = dict(kernel_size=config.kernel, padding=config.kernel // 2,
                        padding_mode="circular")
-        self.lift = conv(config.in_channels, config.width, **options)
+        extra = 3 if config.velocity else 0
+        self.lift = conv(config.in_channels + extra, config.width, **options)
         self.blocks = nn.ModuleList(
             nn.ModuleList([conv(config.width, config.width, **options),
                            conv(config.width, config.width, **options)])
@@ -119,6 +160,8 @@ class ConvCorrector(Surrogate):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.check_input(x)
+        if self.config.velocity:
+            x = torch.cat([x, vorticity_features(x[:, 0])], dim=1)
         v = F.gelu(self.lift(x))
         for first, second in self.blocks:
             v = v + second(F.gelu(first(v)))
