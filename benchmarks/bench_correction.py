@@ -769,8 +769,9 @@ def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: 
     for run, stepper, upfront in correctors:
         check_corrector(stepper, config, name)
         model = stepper.record.get("model")
+        features = ", velocity" if stepper.record.get("model_config", {}).get("velocity") else ""
         row = corrected_row(evaluation, stepper, model=model, upfront_seconds=upfront,
-                            label=f"{stepper.label} ({model})")
+                            label=f"{stepper.label} ({model}{features})")
         row["run"] = portable_path(run)
         rows.append(row)
         print(f"  {row['label']}: " + (f"failed ({row['failed']})" if "failed" in row else

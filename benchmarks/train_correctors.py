@@ -147,6 +147,38 @@ KOLMOGOROV_CONFIGURATIONS = {
                                                         mode="autoregressive",
                                                         pushforward=False,
                                                         curriculum=(1, 2, 4, 8, 16))),
+    "conv-velocity-source-unrolled32-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                                   {"grid": [32, 32], "velocity": True},
+                                                   dict(correction_mode="source", horizon=32,
+                                                        mode="autoregressive",
+                                                        pushforward=False,
+                                                        curriculum=(1, 2, 4, 8, 16, 32))),
+    "conv-velocity-source-unrolled64-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                                   {"grid": [32, 32], "velocity": True},
+                                                   dict(correction_mode="source", horizon=64,
+                                                        mode="autoregressive",
+                                                        pushforward=False,
+                                                        curriculum=(1, 2, 4, 8, 16, 32, 64))),
+    "conv-velocity-source-unrolled64b-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
+                                                    {"grid": [32, 32], "velocity": True},
+                                                    dict(correction_mode="source", horizon=64,
+                                                         mode="autoregressive",
+                                                         pushforward=False,
+                                                         curriculum=(1, 4, 16, 64))),
+    # twice the trajectories (seeds 0 and 1, 16 of 40 time units)
+    "conv-velocity-source-unrolled32-8x-from256x2": ((32, 256, 2), "conv-corrector",
+                                                     "kolmogorov",
+                                                     {"grid": [32, 32], "velocity": True},
+                                                     dict(correction_mode="source",
+                                                          horizon=32, mode="autoregressive",
+                                                          pushforward=False,
+                                                          curriculum=(1, 2, 4, 8, 16, 32))),
+    "conv-velocity-source-unrolled16-4x-from256": ((64, 256), "conv-corrector", "kolmogorov",
+                                                   {"velocity": True},
+                                                   dict(correction_mode="source", horizon=16,
+                                                        mode="autoregressive",
+                                                        pushforward=False,
+                                                        curriculum=(1, 2, 4, 8, 16))),
     "conv-after-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
                                          {"grid": [32, 32]},
                                          dict(horizon=16, mode="autoregressive",
@@ -185,27 +217,66 @@ def coarsened_dataset(source: Path, path: Path, grid: int) -> None:
     save(coarse, path)
 
 
+def kolmogorov_256(grid: int, final_time: float) -> dict:
+    """The generator options of Kolmogorov data that learn the 256² reference."""
+    return dict(preset="kolmogorov-re1000", resolution=grid, simulation_resolution=256,
+                time_step=0.0025, final_time=final_time, record_interval=0.1, spin_up=50.0,
+                spin_up_resolution=128, downsampling="spectral", progress=False)
+
+
+def concatenated_dataset(sources: list[Path], path: Path) -> None:
+    """The trajectories of ``sources`` (the same configuration, other seeds) in one file,
+    samples renumbered; the config is the first's with ``seeds`` listing them all."""
+    import xarray as xr
+
+    from ssmpde.data import save
+
+    parts = []
+    for source in sources:
+        with xr.open_dataset(source) as ds:
+            parts.append(ds.load())
+    configs = [json.loads(ds.attrs["ssmpde_config"]) for ds in parts]
+    if any(c["solver"] != configs[0]["solver"] for c in configs):
+        raise ValueError(f"{sources} hold different configurations")
+    joined = xr.concat(parts, dim="sample", combine_attrs="override")
+    joined = joined.assign_coords(sample=joined["sample"].copy(
+        data=list(range(joined.sizes["sample"]))))
+    config = dict(configs[0], num_samples=joined.sizes["sample"],
+                  seeds=[c["seed"] for c in configs])
+    joined.attrs["ssmpde_config"] = json.dumps(config)
+    save(joined, path)
+
+
 def data(out: Path, grid: int, samples: int, final_time: float,
-         problem: str = "ks", simulation: int | None = None) -> tuple[Path, float]:
+         problem: str = "ks", simulation: int | None = None,
+         seeds: int = 1) -> tuple[Path, float]:
     """Trajectories simulated like bench_correction's reference, stored on ``grid``: KS
     (512 points, h = 0.0025), an Euler problem (256², its CFL number, record 0.1) or
     Kolmogorov flow (``simulation``² at h = 0.0025, record 0.1, after a spin-up of 50 on
-    128²; 128² frames strided, 256² frames restricted spectrally)."""
+    128²; 128² frames strided, 256² frames restricted spectrally; ``seeds`` > 1: that many
+    seeds' ``samples`` trajectories each, in one file)."""
     tag = "" if simulation in (None, 128) else f"-from{simulation}"
+    tag += "" if seeds == 1 else f"-x{seeds}"
     path = out / f"{problem}{grid}{tag}.nc"
     started = time.perf_counter()
     if path.exists():
         return path, time.perf_counter() - started
     if problem == "kolmogorov" and simulation == 256 and grid < 64:
-        source, seconds = data(out, 64, samples, final_time, problem, simulation)
+        source, seconds = data(out, 64, samples, final_time, problem, simulation, seeds)
         coarsened_dataset(source, path, grid)
         return path, seconds + time.perf_counter() - started
+    if problem == "kolmogorov" and simulation == 256 and seeds > 1:
+        first, _ = data(out, grid, samples, final_time, problem, simulation)
+        others = [out / f"{problem}{grid}-from256-seed{seed}.nc" for seed in range(1, seeds)]
+        for seed, other in enumerate(others, start=1):
+            if not other.exists():
+                generate("navier-stokes", num_samples=samples, seed=seed, out=other,
+                         **kolmogorov_256(grid, final_time)).close()
+        concatenated_dataset([first, *others], path)
+        return path, time.perf_counter() - started
     if problem == "kolmogorov" and simulation == 256:
         generate("navier-stokes", num_samples=samples, seed=0, out=path,
-                 preset="kolmogorov-re1000", resolution=grid, simulation_resolution=256,
-                 time_step=0.0025, final_time=final_time, record_interval=0.1,
-                 spin_up=50.0, spin_up_resolution=128, downsampling="spectral",
-                 progress=False).close()
+                 **kolmogorov_256(grid, final_time)).close()
     elif problem == "kolmogorov":
         generate("navier-stokes", num_samples=samples, seed=0, out=path,
                  preset="kolmogorov-re1000", resolution=grid, simulation_resolution=128,
@@ -250,9 +321,9 @@ def main(argv=None) -> dict:
     summary = {}
     for name in args.only or configurations:
         grid, model, preset, options, extra = configurations[name]
-        grid, simulation = grid if isinstance(grid, tuple) else (grid, None)
+        grid, simulation, seeds = (*grid, 1)[:3] if isinstance(grid, tuple) else (grid, None, 1)
         path, data_seconds = data(args.out, grid, args.samples, args.final_time,
-                                  args.problem, simulation)
+                                  args.problem, simulation, seeds)
         saved = args.out / f"{path.name}.seconds"  # the first call's generation time
         if saved.exists():
             data_seconds = float(saved.read_text())

@@ -276,3 +276,27 @@ def test_a_coarsened_kolmogorov_dataset_is_the_one_generated_on_that_grid(tmp_pa
     generate("navier-stokes", out=tmp_path / "s16.nc", resolution=16, **strided).close()
     with pytest.raises(ValueError, match="not spectrally down-sampled"):
         coarsened_dataset(tmp_path / "s16.nc", tmp_path / "t8.nc", 8)
+
+
+def test_concatenated_seeds_keep_every_trajectory(tmp_path):
+    from benchmarks.train_correctors import concatenated_dataset
+    from ssmpde.data import open_dataset
+    from ssmpde.data.schema import config_of
+    from ssmpde.generation import generate
+
+    options = dict(num_samples=2, preset="kolmogorov-re1000", simulation_resolution=16,
+                   resolution=8, time_step=0.01, final_time=0.1, record_interval=0.1,
+                   progress=False)
+    for seed in (0, 1):
+        generate("navier-stokes", seed=seed, out=tmp_path / f"s{seed}.nc", **options).close()
+    concatenated_dataset([tmp_path / "s0.nc", tmp_path / "s1.nc"], tmp_path / "both.nc")
+    with open_dataset(tmp_path / "s0.nc") as a, open_dataset(tmp_path / "s1.nc") as b, \
+            open_dataset(tmp_path / "both.nc") as both:
+        np.testing.assert_array_equal(both["vorticity"].values,
+                                      np.concatenate([a["vorticity"], b["vorticity"]]))
+        assert list(both["sample"].values) == [0, 1, 2, 3]
+        assert config_of(both)["seeds"] == [0, 1] and config_of(both)["num_samples"] == 4
+    generate("navier-stokes", seed=2, out=tmp_path / "other.nc",
+             **dict(options, viscosity=1e-3)).close()
+    with pytest.raises(ValueError, match="different configurations"):
+        concatenated_dataset([tmp_path / "s0.nc", tmp_path / "other.nc"], tmp_path / "x.nc")
