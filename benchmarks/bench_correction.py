@@ -604,6 +604,19 @@ def plot(path: Path, problem: Mapping) -> Path:
     colours = dict(zip(grids, GRID_COLOURS[-len(grids):] if len(grids) <= len(GRID_COLOURS)
                        else GRID_COLOURS * 2))
     unit = "²" if problem.get("ndim", 1) == 2 else " points"
+    # many corrected rows: numbered markers and a key, where labels would overlap
+    listed = sorted((r for r in rows if r["kind"] == "corrected"), key=lambda r: r["seconds"])
+    numbered = {id(r): i for i, r in enumerate(listed, start=1)} if len(listed) > 8 else {}
+    if numbered:
+        half = (len(listed) + 1) // 2
+        columns = [listed[:half], listed[half:]]
+        for c, column in enumerate(columns):
+            fig.text(0.06 + 0.47 * c, 0.005, "\n".join(
+                f"{numbered[id(r)]}: {r['label']}" for r in column),
+                fontsize=6.5, va="bottom", ha="left")
+        key = 0.02 + 0.024 * half  # the figure's fraction the key takes
+        fig.set_figheight(4.6 / (1 - key))
+        fig.get_layout_engine().set(rect=(0, key, 1, 1 - key))
     for ax, metric in zip(axes, metrics):
         value = (lambda r: r[metric]) if metric != "final_rel_l2" \
             else (lambda r: max(r["final_rel_l2"], floor))
@@ -631,6 +644,14 @@ def plot(path: Path, problem: Mapping) -> Path:
         corrected = sorted((r for r in rows if r["kind"] == "corrected"),
                            key=lambda r: (r["seconds"], value(r)))
         for r in corrected:
+            if numbered:  # a number beside the marker, the key under the panels
+                ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
+                           edgecolor="k", lw=0.5, zorder=4,
+                           label="corrected" if "corrected" not in
+                           ax.get_legend_handles_labels()[1] else None)
+                ax.annotate(str(numbered[id(r)]), (r["seconds"], value(r)), fontsize=6.5,
+                            xytext=(4, 2), textcoords="offset points", zorder=5)
+                continue
             ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
                        edgecolor="k", lw=0.5, zorder=4,
                        label="corrected" if "corrected" not in
