@@ -644,18 +644,14 @@ def plot(path: Path, problem: Mapping) -> Path:
         corrected = sorted((r for r in rows if r["kind"] == "corrected"),
                            key=lambda r: (r["seconds"], value(r)))
         for r in corrected:
-            if numbered:  # a number beside the marker, the key under the panels
-                ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
-                           edgecolor="k", lw=0.5, zorder=4,
-                           label="corrected" if "corrected" not in
-                           ax.get_legend_handles_labels()[1] else None)
-                ax.annotate(str(numbered[id(r)]), (r["seconds"], value(r)), fontsize=6.5,
-                            xytext=(4, 2), textcoords="offset points", zorder=5)
-                continue
             ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
                        edgecolor="k", lw=0.5, zorder=4,
                        label="corrected" if "corrected" not in
                        ax.get_legend_handles_labels()[1] else None)
+            if numbered:  # a number beside the marker, the key under the panels
+                ax.annotate(str(numbered[id(r)]), (r["seconds"], value(r)), fontsize=6.5,
+                            xytext=(4, 2), textcoords="offset points", zorder=5)
+                continue
             # of close markers (within 30 % in time), the upper one's label goes above it
             higher = any(o is not r and abs(math.log(o["seconds"] / r["seconds"])) < 0.26
                          and value(o) < value(r) for o in corrected)

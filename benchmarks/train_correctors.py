@@ -62,35 +62,33 @@ import torch
 from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, train
 
+
+def unrolled(horizon: int, curriculum: tuple[int, ...] | None = None,
+             correction_mode: str | None = "source") -> dict:
+    """Training options of a corrector unrolled through the differentiable coarse step over
+    ``horizon`` intervals, the curriculum doubling from 1 unless given."""
+    if curriculum is None:
+        curriculum = tuple(2 ** k for k in range(horizon.bit_length()))
+    options = dict(horizon=horizon, mode="autoregressive", pushforward=False,
+                   curriculum=curriculum)
+    return options if correction_mode is None else dict(options,
+                                                        correction_mode=correction_mode)
+
+
+_SSNO_NARROW = {"width": 16, "lifting": 32, "depth": 2, "state_size": 16, "memory": False,
+                "window": 1}
 #: name -> (coarse grid, model, preset, model options, training options)
 CONFIGURATIONS = {
-    "conv-source-unrolled-4x": (128, "conv-corrector", "ks", {},
-                                dict(correction_mode="source", horizon=8,
-                                     mode="autoregressive", pushforward=False,
-                                     curriculum=(1, 4, 8))),
+    "conv-source-unrolled-4x": (128, "conv-corrector", "ks", {}, unrolled(8, (1, 4, 8))),
     "conv-after-onestep-4x": (128, "conv-corrector", "ks", {}, dict()),
     "conv-source-onpolicy-4x": (128, "conv-corrector", "ks", {},
                                 dict(correction_mode="source", horizon=8,
                                      mode="autoregressive", on_policy=1)),
     "lean-fno-source-unrolled-4x": (128, "lean-fno", "ks-corrector", {"modes": [65]},
-                                    dict(correction_mode="source", horizon=8,
-                                         mode="autoregressive", pushforward=False,
-                                         curriculum=(1, 4, 8))),
-    "ssno-source-unrolled-4x": (128, "ssno", "ks",
-                                {"width": 16, "lifting": 32, "depth": 2, "state_size": 16,
-                                 "memory": False, "window": 1},
-                                dict(correction_mode="source", horizon=8,
-                                     mode="autoregressive", pushforward=False,
-                                     curriculum=(1, 4, 8))),
-    "conv-source-unrolled-8x": (64, "conv-corrector", "ks", {},
-                                dict(correction_mode="source", horizon=8,
-                                     mode="autoregressive", pushforward=False,
-                                     curriculum=(1, 4, 8))),
+                                    unrolled(8, (1, 4, 8))),
+    "ssno-source-unrolled-4x": (128, "ssno", "ks", _SSNO_NARROW, unrolled(8, (1, 4, 8))),
+    "conv-source-unrolled-8x": (64, "conv-corrector", "ks", {}, unrolled(8, (1, 4, 8))),
 }
-
-
-_SSNO_NARROW = {"width": 16, "lifting": 32, "depth": 2, "state_size": 16, "memory": False,
-                "window": 1}
 #: Euler: name -> (coarse grid, model, preset, model options, training options)
 EULER_CONFIGURATIONS = {
     "conv-flux-2x": (128, "conv-corrector", "kolmogorov", {}, dict(correction_mode="flux")),
@@ -108,86 +106,46 @@ EULER_CONFIGURATIONS = {
                                    on_policy=2)),
     "ssno-flux-4x": (64, "ssno", "torus", _SSNO_NARROW, dict(correction_mode="flux")),
 }
+_GRID32 = {"grid": [32, 32]}
+_VELOCITY32 = {"grid": [32, 32], "velocity": True}
 #: Kolmogorov flow: name -> (coarse grid, model, preset, model options, training options);
 #: the data are simulated on 128² (h = 0.0025) after a spin-up of 50 time units, the
 #: corrected solver is 64² with h = 0.025 (coarsening 2x10): 4x coarser than the benchmark's
-#: 256² reference, and it learns what the 128² solver (2x finer than itself) does.
+#: 256² reference, and it learns what the 128² solver (2x finer than itself) does. A grid
+#: ``(stored, simulated[, seeds])`` names data simulated on another grid (and seeds).
 KOLMOGOROV_CONFIGURATIONS = {
     "conv-after-4x": (64, "conv-corrector", "kolmogorov", {}, dict()),
-    "conv-source-unrolled-4x": (64, "conv-corrector", "kolmogorov", {},
-                                dict(correction_mode="source", horizon=4,
-                                     mode="autoregressive", pushforward=False,
-                                     curriculum=(1, 2, 4))),
-    "conv-source-unrolled8-4x": (64, "conv-corrector", "kolmogorov", {},
-                                 dict(correction_mode="source", horizon=8,
-                                      mode="autoregressive", pushforward=False,
-                                      curriculum=(1, 2, 4, 8))),
+    "conv-source-unrolled-4x": (64, "conv-corrector", "kolmogorov", {}, unrolled(4)),
+    "conv-source-unrolled8-4x": (64, "conv-corrector", "kolmogorov", {}, unrolled(8)),
     "lean-fno-after-4x": (64, "lean-fno", "ns-corrector", {"modes": [32, 32]}, dict()),
     "ssno-after-4x": (64, "ssno", "torus", _SSNO_NARROW, dict()),
     # learning the reference itself: data simulated on 256² and restricted spectrally (the
     # state the coarse pseudospectral solver carries), corrected solver 4x10 (64², h 0.025)
     # or 8x20 (32², h 0.05); longer unrolled curricula
     "conv-source-unrolled16-4x-from256": ((64, 256), "conv-corrector", "kolmogorov", {},
-                                          dict(correction_mode="source", horizon=16,
-                                               mode="autoregressive", pushforward=False,
-                                               curriculum=(1, 2, 4, 8, 16))),
+                                          unrolled(16)),
     "conv-source-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                          {"grid": [32, 32]},
-                                          dict(correction_mode="source", horizon=16,
-                                               mode="autoregressive", pushforward=False,
-                                               curriculum=(1, 2, 4, 8, 16))),
+                                          _GRID32, unrolled(16)),
     "conv-source-unrolled32-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                          {"grid": [32, 32]},
-                                          dict(correction_mode="source", horizon=32,
-                                               mode="autoregressive", pushforward=False,
-                                               curriculum=(1, 2, 4, 8, 16, 32))),
+                                          _GRID32, unrolled(32)),
     "conv-velocity-source-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                                   {"grid": [32, 32], "velocity": True},
-                                                   dict(correction_mode="source", horizon=16,
-                                                        mode="autoregressive",
-                                                        pushforward=False,
-                                                        curriculum=(1, 2, 4, 8, 16))),
+                                                   _VELOCITY32, unrolled(16)),
     "conv-velocity-source-unrolled32-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                                   {"grid": [32, 32], "velocity": True},
-                                                   dict(correction_mode="source", horizon=32,
-                                                        mode="autoregressive",
-                                                        pushforward=False,
-                                                        curriculum=(1, 2, 4, 8, 16, 32))),
+                                                   _VELOCITY32, unrolled(32)),
     "conv-velocity-source-unrolled64-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                                   {"grid": [32, 32], "velocity": True},
-                                                   dict(correction_mode="source", horizon=64,
-                                                        mode="autoregressive",
-                                                        pushforward=False,
-                                                        curriculum=(1, 2, 4, 8, 16, 32, 64))),
+                                                   _VELOCITY32, unrolled(64)),
     "conv-velocity-source-unrolled64b-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                                    {"grid": [32, 32], "velocity": True},
-                                                    dict(correction_mode="source", horizon=64,
-                                                         mode="autoregressive",
-                                                         pushforward=False,
-                                                         curriculum=(1, 4, 16, 64))),
+                                                    _VELOCITY32,
+                                                    unrolled(64, (1, 4, 16, 64))),
     # twice the trajectories (seeds 0 and 1, 16 of 40 time units)
     "conv-velocity-source-unrolled32-8x-from256x2": ((32, 256, 2), "conv-corrector",
-                                                     "kolmogorov",
-                                                     {"grid": [32, 32], "velocity": True},
-                                                     dict(correction_mode="source",
-                                                          horizon=32, mode="autoregressive",
-                                                          pushforward=False,
-                                                          curriculum=(1, 2, 4, 8, 16, 32))),
+                                                     "kolmogorov", _VELOCITY32, unrolled(32)),
     "conv-velocity-source-unrolled16-4x-from256": ((64, 256), "conv-corrector", "kolmogorov",
-                                                   {"velocity": True},
-                                                   dict(correction_mode="source", horizon=16,
-                                                        mode="autoregressive",
-                                                        pushforward=False,
-                                                        curriculum=(1, 2, 4, 8, 16))),
+                                                   {"velocity": True}, unrolled(16)),
     "conv-after-unrolled16-8x-from256": ((32, 256), "conv-corrector", "kolmogorov",
-                                         {"grid": [32, 32]},
-                                         dict(horizon=16, mode="autoregressive",
-                                              pushforward=False, curriculum=(1, 2, 4, 8, 16))),
+                                         _GRID32, unrolled(16, correction_mode=None)),
     "ssno-source-unrolled16-8x-from256": ((32, 256), "ssno", "torus",
-                                          {**_SSNO_NARROW, "grid": [32, 32]},
-                                          dict(correction_mode="source", horizon=16,
-                                               mode="autoregressive", pushforward=False,
-                                               curriculum=(1, 2, 4, 8, 16))),
+                                          {**_SSNO_NARROW, **_GRID32}, unrolled(16)),
 }
 #: bench_correction's Euler problems: their presets and reference grid
 EULER_PROBLEMS = {"euler-kh": "kelvin-helmholtz", "euler-ce-rm": "ce-rm"}

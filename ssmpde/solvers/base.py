@@ -20,9 +20,9 @@ import numpy as np
 import xarray as xr
 
 from ..core import Registry, unknown_name
-from .spectral import spectral_resample
 from ..data import (ENCODED_BY, ROLE, ROLES, SAMPLE, SPATIAL_DIMS, TIME, build_dataset,
                     config_of, grid_coordinates, sample_coordinate, time_coordinate)
+from .spectral import spectral_resample
 
 __all__ = [
     "BUILTIN_SOLVERS",

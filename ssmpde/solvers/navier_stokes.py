@@ -790,7 +790,7 @@ class NavierStokes2D(TimeDependentSolver):
                           resolution=grid)
             warm = type(self)(fft_backend=self.fft_backend, threads=self.threads, **fields)
             parameters = {k: v for k, v in inputs.items() if k != "initial"}
-            start = spectral_resample(inputs["initial"][:, 0], grid)[:, None]
+            start = warm.to_simulation_grid(inputs["initial"])
             end = warm.simulate(start, 1, parameters=parameters)[:, -1]
             inputs["initial"] = self.to_simulation_grid(end)
         return inputs
