@@ -45,6 +45,15 @@ __all__ = ["selective_scan_2d_triton", "selective_scan_triton"]
 #: bounded while the carry still crosses chunks in registers.
 DEFAULT_CHUNK_SIZE = 32
 
+#: The 1D kernels: ``"chunked"`` (chunks scanned with ``tl.associative_scan``) or
+#: ``"recurrent"`` (one position at a time, segments in parallel). See
+#: :func:`selective_scan_triton`.
+KERNELS = ("chunked", "recurrent")
+DEFAULT_KERNEL = "chunked"
+
+#: ``log2(e)``: the recurrent kernels take ``exp(ΔA)`` as ``exp2(Δ · A log2 e)``.
+LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
+
 #: Default number of rows between the 2D forward's saved states (checkpoints). The 2D backward
 #: recomputes that many rows into a per-program scratch buffer.
 DEFAULT_ROW_CHUNK = 16
@@ -57,6 +66,11 @@ DEFAULT_ROW_CHUNK = 16
 TUNING: dict[str, dict] = {
     "scan_fwd": dict(max_block_d=4, num_warps=2),
     "scan_bwd": dict(max_block_d=2, num_warps=4),
+    # The recurrent kernels (``kernel="recurrent"``) also take ``unroll`` (the position loop's
+    # unroll factor) and ``min_programs`` (segments are added until the grid has that many
+    # programs; an H100 has 132 SMs). Not yet measured on a GPU.
+    "scan_rec_fwd": dict(max_block_d=64, num_warps=2, unroll=4, min_programs=528),
+    "scan_rec_bwd": dict(max_block_d=32, num_warps=1, unroll=2, min_programs=528),
     "scan_2d_fwd": dict(max_block_d=4),
     "scan_2d_bwd": dict(max_block_d=4),
 }
@@ -108,14 +122,16 @@ def _first(x, offs_t):
 @triton.jit
 def _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
              DTYPE: tl.constexpr):
-    """Raw ``x = delta + delta_bias`` and ``Δ = softplus(x)`` of a ``[BD, T]`` tile.
+    """Raw ``x = delta + delta_bias`` and ``Δ = softplus(x)`` of a tile of ``delta``.
+
+    ``bias`` comes shaped to broadcast against the tile (``bias[:, None]`` for ``[BD, T]``).
 
     Masked positions get ``Δ = 0`` (so ``Ā = 1``, ``B̄x = 0``: the identity step); the mask is
     applied before any ``exp`` so padding can never produce inf or NaN.
     """
     x = tl.load(delta_ptr + offs, mask=mask, other=0.0).to(DTYPE)
     if HAS_BIAS:
-        x = x + bias[:, None]
+        x = x + bias
     x = tl.where(mask, x, 0.0)
     if SOFTPLUS:
         dt = _softplus(x)
@@ -130,15 +146,16 @@ def _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.c
 
 
 @triton.jit
-def _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n, mask_d, mask_dn,
-                             state, HAS_R: tl.constexpr, HAS_D: tl.constexpr,
-                             HAS_BIAS: tl.constexpr, DTYPE: tl.constexpr):
-    """A, R ``[BLOCK_D, BLOCK_N]`` and D, delta_bias ``[BLOCK_D]`` of a block of channels.
+def _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, mask_d, dn, mask_dn,
+                             HAS_R: tl.constexpr, HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr,
+                             DTYPE: tl.constexpr):
+    """A, R at the offsets ``dn`` of ``[channel, state]`` (a ``[BLOCK_D, BLOCK_N]`` tile, or
+    ``[BLOCK_N, BLOCK_D]`` for the recurrent kernels) and D, delta_bias ``[BLOCK_D]`` of a
+    block of channels.
 
     Absent ones come back as zeros (the kernels only read R and D under HAS_R / HAS_D; a zero
     bias is the right value when there is none).
     """
-    dn = offs_d[:, None] * state + offs_n[None, :]
     A = tl.load(A_ptr + dn, mask=mask_dn, other=0.0).to(DTYPE)
     R = A * 0
     if HAS_R:
@@ -173,9 +190,9 @@ def _prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group
     mask_dn = mask_d[:, None] & mask_n[None, :]
     group = (pid_d * BLOCK_D) // channels_per_group
     # Padded lanes read A = 0, so Ā = exp(0) = 1 there: they stay at their (zero) start.
-    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, offs_n,
-                                              mask_d, mask_dn, state, HAS_R, HAS_D, HAS_BIAS,
-                                              DTYPE)
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, mask_d,
+                                              offs_d[:, None] * state + offs_n[None, :],
+                                              mask_dn, HAS_R, HAS_D, HAS_BIAS, DTYPE)
     return pid_b, pid_d, offs_d, offs_n, mask_d, mask_n, mask_dn, group, A, R, Dv, bias
 
 
@@ -228,7 +245,7 @@ def _scan_fwd_kernel(
         mask = mask_d[:, None] & mask_t[None, :]
         offs = row[:, None] + pos[None, :]
         u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
-        _, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+        _, dt = _load_dt(delta_ptr, bias[:, None], offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
         mask_nt = mask_n[:, None] & mask_t[None, :]
         bc_offs = bc_row[:, None] + pos[None, :]
         Bt = tl.load(B_ptr + bc_offs, mask=mask_nt, other=0.0).to(DTYPE)
@@ -318,7 +335,7 @@ def _scan_bwd_kernel(
         mask = mask_d[:, None] & mask_t[None, :]
         offs = row[:, None] + pos[None, :]
         u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
-        x, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+        x, dt = _load_dt(delta_ptr, bias[:, None], offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
         mask_nt = mask_n[:, None] & mask_t[None, :]
         bc_offs = bc_row[:, None] + pos[None, :]
         Bt = tl.load(B_ptr + bc_offs, mask=mask_nt, other=0.0).to(DTYPE)
@@ -346,7 +363,7 @@ def _scan_bwd_kernel(
 
         # Ā of the *next* processed position (the coefficient of g_{t+1}); the last column's
         # value is never used by the reverse scan, and the carry G enters through b there.
-        _, dt_next = _load_dt(delta_ptr, bias, row[:, None] + pos_next[None, :],
+        _, dt_next = _load_dt(delta_ptr, bias[:, None], row[:, None] + pos_next[None, :],
                               mask_d[:, None] & mask_next[None, :], HAS_BIAS, SOFTPLUS, DTYPE)
         dA_next = tl.exp(dt_next[:, None, :] * A[:, :, None])
         rhs = dy[:, None, :] * Ct[None, :, :]
@@ -397,6 +414,347 @@ def _scan_bwd_kernel(
 
 
 # ----------------------------------------------------------------------------------------------
+# 1D recurrent kernels: one position at a time, states in registers, segments in parallel
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
+                  HAS_R: tl.constexpr, HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, DTYPE: tl.constexpr):
+    """:func:`_prologue` of the recurrent kernels, whose tiles are ``[BLOCK_N, BLOCK_D]``.
+
+    State-major tiles put the channels on the fast axis, so Triton's default layout spreads
+    channels over threads and keeps a channel's states in one thread's registers: the sums over
+    the state (``y = Σ_n C h``) need no exchange between threads (ggml's ``ssm-scan.cu``
+    layout). Also returns the segment ``pid_s`` and ``A2 = A · log2(e)`` for ``exp2``.
+    """
+    pid_b = tl.program_id(0).to(tl.int64)
+    pid_d = tl.program_id(1)
+    pid_s = tl.program_id(2)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_d = offs_d < channels
+    mask_n = offs_n < state
+    mask_nd = mask_n[:, None] & mask_d[None, :]
+    group = (pid_d * BLOCK_D) // channels_per_group
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, mask_d,
+                                              offs_d[None, :] * state + offs_n[:, None],
+                                              mask_nd, HAS_R, HAS_D, HAS_BIAS, DTYPE)
+    return (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A,
+            A * LOG2E, R, Dv, bias)
+
+
+@triton.jit
+def _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row, bc_row, p, length, mask_d, mask_n,
+                     HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
+                     DTYPE: tl.constexpr):
+    """``(pos, offs, u, x, Δ, B)`` of processing step ``p``: the position (``length − 1 − p``
+    when ``REVERSE``), the channel offsets ``[BLOCK_D]`` of it, u, raw x, Δ ``[BLOCK_D]`` and
+    B ``[BLOCK_N]`` there."""
+    if REVERSE:
+        pos = length - 1 - p
+    else:
+        pos = p
+    offs = row + pos
+    u = tl.load(u_ptr + offs, mask=mask_d, other=0.0).to(DTYPE)
+    x, dt = _load_dt(delta_ptr, bias, offs, mask_d, HAS_BIAS, SOFTPLUS, DTYPE)
+    Bt = tl.load(B_ptr + bc_row + pos, mask=mask_n, other=0.0).to(DTYPE)
+    return pos, offs, u, x, dt, Bt
+
+
+@triton.jit
+def _rec_output(h, Ct, bx, R, Dv, u, z_ptr, offs, mask_d, HAS_R: tl.constexpr,
+                HAS_D: tl.constexpr, HAS_Z: tl.constexpr, DTYPE: tl.constexpr):
+    """``(y, z)``: ``y = Σ_n (C h − R B̄x) + D u`` of one position ``[BLOCK_D]`` (before the
+    gate) and the gate input z there (zeros without one)."""
+    y = tl.sum(h * Ct[:, None], axis=0)
+    if HAS_R:
+        y -= tl.sum(R * bx, axis=0)
+    if HAS_D:
+        y += Dv * u
+    z = y * 0
+    if HAS_Z:
+        z = tl.load(z_ptr + offs, mask=mask_d, other=0.0).to(DTYPE)
+    return y, z
+
+
+@triton.jit
+def _rec_fwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, h0_ptr, starts_ptr,
+    out_ptr, states_ptr, ends_ptr, decay_ptr,
+    channels, length, state, groups, channels_per_group, num_chunks, seg_chunks, segments,
+    HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, LOCAL: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, UNROLL: tl.constexpr,
+    DTYPE: tl.constexpr,
+):
+    """1D recurrent forward: program ``(batch, channel block, segment)`` walks its segment's
+    positions one at a time with the ``[BLOCK_N, BLOCK_D]`` state in registers.
+
+    Segment ``s`` covers chunks ``s · seg_chunks …`` (processing order). ``LOCAL``: the first
+    pass of a segmented scan; the segment runs from zero (segment 0 from ``h0``) and writes
+    only its end state ``ends[b, s]`` and its decay ``Π Ā = exp2(A2 · ΣΔ)`` ``decay[b, s]``,
+    one sum of Δ per channel. Otherwise: the segment starts from ``starts[b, s − 1]`` (what
+    :func:`_carry_kernel` made of the first pass; ``h0`` or zero for segment 0), writes the
+    outputs and, after every chunk, the state ``states[b, d, chunk]`` (the backward's restart
+    points; the last one is the returned last state).
+    """
+    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A, A2, R, Dv,
+     bias) = _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
+                           HAS_R, HAS_D, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
+    nd = offs_d[None, :] * state + offs_n[:, None]
+    first = ((nd * 0 + pid_s) == 0) & mask_nd
+    h = tl.zeros([BLOCK_N, BLOCK_D], dtype=DTYPE)
+    if HAS_H0:
+        h += tl.load(h0_ptr + pid_b * channels * state + nd, mask=first, other=0.0).to(DTYPE)
+    if not LOCAL:
+        h += tl.load(starts_ptr + (pid_b * (segments - 1) + pid_s - 1) * channels * state + nd,
+                     mask=mask_nd & ~first, other=0.0).to(DTYPE)
+    total = (offs_d * 0).to(DTYPE)
+
+    row = (pid_b * channels + offs_d) * length
+    bc_row = ((pid_b * groups + group) * state + offs_n) * length
+    c_begin = pid_s * seg_chunks
+    c_end = tl.minimum(c_begin + seg_chunks, num_chunks)
+    for c in range(c_begin, c_end):
+        p_end = tl.minimum(c * CHUNK + CHUNK, length)
+        for p in tl.range(c * CHUNK, p_end, loop_unroll_factor=UNROLL):
+            pos, offs, u, _, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row,
+                                                       bc_row, p, length, mask_d, mask_n,
+                                                       HAS_BIAS, SOFTPLUS, REVERSE, DTYPE)
+            bx = Bt[:, None] * (dt * u)[None, :]
+            h = tl.exp2(A2 * dt[None, :]) * h + bx
+            if LOCAL:
+                total += dt
+            else:
+                Ct = tl.load(C_ptr + bc_row + pos, mask=mask_n, other=0.0).to(DTYPE)
+                y, z = _rec_output(h, Ct, bx, R, Dv, u, z_ptr, offs, mask_d, HAS_R, HAS_D,
+                                   HAS_Z, DTYPE)
+                if HAS_Z:
+                    y *= z * _sigmoid(z)
+                tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask_d)
+        if not LOCAL:
+            tl.store(states_ptr + ((pid_b * channels + offs_d[None, :]) * num_chunks + c) * state
+                     + offs_n[:, None], h.to(states_ptr.dtype.element_ty), mask=mask_nd)
+    if LOCAL:
+        seg = (pid_b * segments + pid_s) * channels * state + nd
+        tl.store(ends_ptr + seg, h.to(ends_ptr.dtype.element_ty), mask=mask_nd)
+        tl.store(decay_ptr + seg, tl.exp2(A2 * total[None, :]).to(decay_ptr.dtype.element_ty),
+                 mask=mask_nd)
+
+
+@triton.jit
+def _carry_kernel(ends_ptr, decay_ptr, out_ptr, per_batch, segments, REVERSE: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """Join the segments of a segmented scan: ``H ← decay[s] · H + ends[s]`` from ``H = 0``
+    over the segments in order (``REVERSE``: from the last one down), one program per
+    ``(batch, block of channel × state)``.
+
+    Forward: ``out[b, s]`` is the state before segment ``s + 1`` (``ends[0]`` already holds
+    ``h0``'s part). Backward (``REVERSE``; ``ends[s]`` the adjoint at segment ``s``'s start
+    from a zero carry, ``ends[S − 1]`` including ∂L/∂last_state): ``out[b, s]`` is ∂L/∂h after
+    segment ``s``'s last position, from everything after it.
+    """
+    pid_b = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < per_batch
+    H = tl.zeros([BLOCK], dtype=out_ptr.dtype.element_ty)
+    for k in range(0, segments - 1):
+        if REVERSE:
+            s = segments - 1 - k
+            dest = s - 1
+        else:
+            s = k
+            dest = k
+        at = (pid_b * segments + s) * per_batch + offs
+        H = tl.load(decay_ptr + at, mask=mask, other=0.0) * H \
+            + tl.load(ends_ptr + at, mask=mask, other=0.0)
+        tl.store(out_ptr + (pid_b * (segments - 1) + dest) * per_batch + offs, H, mask=mask)
+
+
+@triton.jit
+def _rec_dy(dout_ptr, z_ptr, y, z, offs, mask_d, HAS_Z: tl.constexpr, DTYPE: tl.constexpr):
+    """``(dy, dz)``: the cotangent of ``y`` (before the gate) and of the gate input."""
+    dout = tl.load(dout_ptr + offs, mask=mask_d, other=0.0).to(DTYPE)
+    if HAS_Z:
+        sz = _sigmoid(z)
+        return dout * z * sz, dout * y * sz * (1.0 + z * (1.0 - sz))
+    return dout, dout * 0
+
+
+@triton.jit
+def _rec_bwd_carry_kernel(
+    delta_ptr, A_ptr, C_ptr, z_ptr, bias_ptr, dout_ptr, dlast_ptr, ends_ptr, decay_ptr,
+    channels, length, state, groups, channels_per_group, num_chunks, seg_chunks, segments,
+    HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
+    REVERSE: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHUNK: tl.constexpr, UNROLL: tl.constexpr, DTYPE: tl.constexpr,
+):
+    """First pass of a segmented backward: the adjoint across segment ``s = pid_s + 1`` from a
+    zero carry (∂L/∂last_state for the last one), ``g ← Ā (g + dy C)`` backwards over its
+    positions. Writes ``ends[b, s]`` (∂L/∂h before the segment, from the segment's own
+    outputs) and ``decay[b, s] = Π Ā`` for :func:`_carry_kernel`."""
+    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A, A2, R, Dv,
+     bias) = _rec_prologue(A_ptr, A_ptr, A_ptr, bias_ptr, channels, state, channels_per_group,
+                           False, False, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
+    s = pid_s + 1
+    nd = offs_d[None, :] * state + offs_n[:, None]
+    G = tl.load(dlast_ptr + pid_b * channels * state + nd,
+                mask=mask_nd & ((nd * 0 + s) == segments - 1), other=0.0).to(DTYPE)
+    total = (offs_d * 0).to(DTYPE)
+    row = (pid_b * channels + offs_d) * length
+    bc_row = ((pid_b * groups + group) * state + offs_n) * length
+    p_begin = s * seg_chunks * CHUNK
+    p_end = tl.minimum(p_begin + seg_chunks * CHUNK, length)
+    for j in tl.range(0, p_end - p_begin, loop_unroll_factor=UNROLL):
+        p = p_end - 1 - j
+        if REVERSE:
+            pos = length - 1 - p
+        else:
+            pos = p
+        offs = row + pos
+        _, dt = _load_dt(delta_ptr, bias, offs, mask_d, HAS_BIAS, SOFTPLUS, DTYPE)
+        Ct = tl.load(C_ptr + bc_row + pos, mask=mask_n, other=0.0).to(DTYPE)
+        z = (offs_d * 0).to(DTYPE)
+        if HAS_Z:
+            z = tl.load(z_ptr + offs, mask=mask_d, other=0.0).to(DTYPE)
+        dy, _ = _rec_dy(dout_ptr, z_ptr, z, z, offs, mask_d, HAS_Z, DTYPE)
+        G = tl.exp2(A2 * dt[None, :]) * (G + Ct[:, None] * dy[None, :])
+        total += dt
+    seg = (pid_b * segments + s) * channels * state + nd
+    tl.store(ends_ptr + seg, G.to(ends_ptr.dtype.element_ty), mask=mask_nd)
+    tl.store(decay_ptr + seg, tl.exp2(A2 * total[None, :]).to(decay_ptr.dtype.element_ty),
+             mask=mask_nd)
+
+
+@triton.jit
+def _rec_bwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, R_ptr, z_ptr, bias_ptr, h0_ptr, states_ptr,
+    carries_ptr, dout_ptr, dlast_ptr, scratch_ptr,
+    du_ptr, ddelta_ptr, dz_ptr, dB_ptr, dC_ptr, dA_ptr, dR_ptr, dD_ptr, dh0_ptr,
+    channels, length, state, groups, channels_per_group, num_chunks, seg_chunks, segments,
+    num_blocks,
+    HAS_D: tl.constexpr, HAS_R: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, UNROLL: tl.constexpr,
+    DTYPE: tl.constexpr, ATOMIC: tl.constexpr,
+):
+    """1D recurrent backward of segment ``pid_s``: its chunks in reverse processing order.
+
+    A chunk's states are recomputed forwards from the saved state before it into this
+    program's scratch ``[CHUNK, BLOCK_N, BLOCK_D]``, then walked backwards one position at a
+    time with the adjoint ``G = ∂L/∂h`` in registers: ``g = G + dy C`` (∂L/∂h_t), and
+    ``G ← Ā_t g`` (∂L/∂h_{t-1}), so Ā is needed at the current position only. ``Ā_t h_{t-1}``
+    is read as the state one row up in the scratch. The carry into the segment's last
+    position comes from ``carries[b, s]`` (:func:`_carry_kernel`), or is ∂L/∂last_state for
+    the last segment. ``dB, dC`` as the chunked kernel's; ``dA, dR, dD`` partials per
+    ``(batch, segment)``.
+    """
+    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A, A2, R, Dv,
+     bias) = _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
+                           HAS_R, HAS_D, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
+    nd = offs_d[None, :] * state + offs_n[:, None]
+    zero_nd = nd * 0
+    is_last = (zero_nd + pid_s) == segments - 1
+    G = tl.load(dlast_ptr + pid_b * channels * state + nd, mask=mask_nd & is_last,
+                other=0.0).to(DTYPE)
+    G += tl.load(carries_ptr + (pid_b * (segments - 1) + pid_s) * channels * state + nd,
+                 mask=mask_nd & ~is_last, other=0.0).to(DTYPE)
+    dA_acc = tl.zeros([BLOCK_N, BLOCK_D], dtype=DTYPE)
+    dR_acc = tl.zeros([BLOCK_N, BLOCK_D], dtype=DTYPE)
+    dD_acc = (offs_d * 0).to(DTYPE)
+
+    row = (pid_b * channels + offs_d) * length
+    bc_row = ((pid_b * groups + group) * state + offs_n) * length
+    state_row = (pid_b * channels + offs_d[None, :]) * num_chunks
+    tile = BLOCK_N * BLOCK_D
+    scratch = (scratch_ptr + ((pid_b * num_blocks + pid_d) * segments + pid_s) * CHUNK * tile
+               + tl.arange(0, BLOCK_N)[:, None] * BLOCK_D + tl.arange(0, BLOCK_D)[None, :])
+    c_begin = pid_s * seg_chunks
+    c_end = tl.minimum(c_begin + seg_chunks, num_chunks)
+    for cc in range(0, c_end - c_begin):
+        c = c_end - 1 - cc
+        # The state before this chunk: the saved end state of the one before, else h0 (or 0).
+        h_start = tl.load(states_ptr + (state_row + c - 1) * state + offs_n[:, None],
+                          mask=mask_nd & ((zero_nd + c) > 0), other=0.0).to(DTYPE)
+        if HAS_H0:
+            h_start += tl.load(h0_ptr + pid_b * channels * state + nd,
+                               mask=mask_nd & ((zero_nd + c) == 0), other=0.0).to(DTYPE)
+        p_begin = c * CHUNK
+        p_end = tl.minimum(p_begin + CHUNK, length)
+        h = h_start
+        for p in tl.range(p_begin, p_end, loop_unroll_factor=UNROLL):
+            _, _, u, _, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row, bc_row, p,
+                                                  length, mask_d, mask_n, HAS_BIAS, SOFTPLUS,
+                                                  REVERSE, DTYPE)
+            h = tl.exp2(A2 * dt[None, :]) * h + Bt[:, None] * (dt * u)[None, :]
+            tl.store(scratch + (p - p_begin) * tile, h)
+        # Scratch rows are read back below, possibly by other threads of the program.
+        tl.debug_barrier()
+        h_cur = h
+        for j in tl.range(0, p_end - p_begin, loop_unroll_factor=UNROLL):
+            p = p_end - 1 - j
+            i = p - p_begin
+            pos, offs, u, x, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row,
+                                                       bc_row, p, length, mask_d, mask_n,
+                                                       HAS_BIAS, SOFTPLUS, REVERSE, DTYPE)
+            has_prev = (zero_nd + i) > 0
+            h_prev = tl.where(has_prev, tl.load(scratch + (i - 1) * tile, mask=has_prev,
+                                                other=0.0), h_start)
+            Ct = tl.load(C_ptr + bc_row + pos, mask=mask_n, other=0.0).to(DTYPE)
+            dtu = dt * u
+            bx = Bt[:, None] * dtu[None, :]
+            y, z = _rec_output(h_cur, Ct, bx, R, Dv, u, z_ptr, offs, mask_d, HAS_R, HAS_D,
+                               HAS_Z, DTYPE)
+            dy, dz = _rec_dy(dout_ptr, z_ptr, y, z, offs, mask_d, HAS_Z, DTYPE)
+            if HAS_Z:
+                tl.store(dz_ptr + offs, dz.to(dz_ptr.dtype.element_ty), mask=mask_d)
+            dA = tl.exp2(A2 * dt[None, :])
+            g = G + Ct[:, None] * dy[None, :]
+            dbx = g
+            if HAS_R:
+                dbx -= R * dy[None, :]
+                dR_acc -= dy[None, :] * bx
+            dAA = g * dA * h_prev  # ∂L/∂Ā · Ā
+            dbxB = tl.sum(dbx * Bt[:, None], axis=0)
+            ddt = dbxB * u + tl.sum(dAA * A, axis=0)
+            du = dbxB * dt
+            if HAS_D:
+                du += dy * Dv
+                dD_acc += dy * u
+            dA_acc += dAA * dt[None, :]
+            if SOFTPLUS:
+                ddt = ddt * _softplus_grad(x)
+            tl.store(du_ptr + offs, du.to(du_ptr.dtype.element_ty), mask=mask_d)
+            tl.store(ddelta_ptr + offs, ddt.to(ddelta_ptr.dtype.element_ty), mask=mask_d)
+            dBt = tl.sum(dbx * dtu[None, :], axis=1)
+            dCt = tl.sum(h_cur * dy[None, :], axis=1)
+            if ATOMIC:
+                part = ((pid_b * groups + group) * state + offs_n) * length + pos
+                tl.atomic_add(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_n)
+                tl.atomic_add(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_n)
+            else:
+                part = ((pid_b * num_blocks + pid_d) * state + offs_n) * length + pos
+                tl.store(dB_ptr + part, dBt.to(dB_ptr.dtype.element_ty), mask=mask_n)
+                tl.store(dC_ptr + part, dCt.to(dC_ptr.dtype.element_ty), mask=mask_n)
+            G = dA * g
+            h_cur = h_prev
+        # The next (earlier) chunk overwrites the scratch rows just read.
+        tl.debug_barrier()
+
+    tl.store(dh0_ptr + pid_b * channels * state + nd, G.to(dh0_ptr.dtype.element_ty),
+             mask=mask_nd & ((zero_nd + pid_s) == 0))
+    part = (pid_b * segments + pid_s) * channels * state + nd
+    tl.store(dA_ptr + part, dA_acc.to(dA_ptr.dtype.element_ty), mask=mask_nd)
+    if HAS_R:
+        tl.store(dR_ptr + part, dR_acc.to(dR_ptr.dtype.element_ty), mask=mask_nd)
+    if HAS_D:
+        tl.store(dD_ptr + (pid_b * segments + pid_s) * channels + offs_d,
+                 dD_acc.to(dD_ptr.dtype.element_ty), mask=mask_d)
+
+
+# ----------------------------------------------------------------------------------------------
 # 2D kernels
 # ----------------------------------------------------------------------------------------------
 
@@ -430,7 +788,7 @@ def _scan_2d_fwd_kernel(
     for i in range(0, height):
         offs = (pid_b * channels + offs_d[:, None]) * plane + i * width + offs_w[None, :]
         u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
-        _, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+        _, dt = _load_dt(delta_ptr, bias[:, None], offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
         bc_offs = ((pid_b * groups + group) * state + offs_n[:, None]) * plane + i * width \
             + offs_w[None, :]
         Bt = tl.load(B_ptr + bc_offs, mask=mask_nw, other=0.0).to(DTYPE)
@@ -508,7 +866,7 @@ def _scan_2d_bwd_kernel(
             mask = mask_d[:, None] & mask_w[None, :] & row_ok[None, :]
             offs = (pid_b * channels + offs_d[:, None]) * plane + i * width + offs_w[None, :]
             u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
-            _, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+            _, dt = _load_dt(delta_ptr, bias[:, None], offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
             bc_offs = ((pid_b * groups + group) * state + offs_n[:, None]) * plane + i * width \
                 + offs_w[None, :]
             Bt = tl.load(B_ptr + bc_offs, mask=mask_nw & row_ok[None, :], other=0.0).to(DTYPE)
@@ -528,7 +886,7 @@ def _scan_2d_bwd_kernel(
             offs = (pid_b * channels + offs_d[:, None]) * plane + i * width + offs_w[None, :]
             hs = tl.load(scratch_ptr + scratch_offs + r * tile)
             u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(DTYPE)
-            x, dt = _load_dt(delta_ptr, bias, offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
+            x, dt = _load_dt(delta_ptr, bias[:, None], offs, mask, HAS_BIAS, SOFTPLUS, DTYPE)
             bc_offs = ((pid_b * groups + group) * state + offs_n[:, None]) * plane + i * width \
                 + offs_w[None, :]
             Bt = tl.load(B_ptr + bc_offs, mask=mask_nw & row_ok[None, :], other=0.0).to(DTYPE)
@@ -554,7 +912,7 @@ def _scan_2d_bwd_kernel(
 
             phi = dy[:, None, :] * Ct[None, :, :] + phi_carry
             # Ā one column to the right: the coefficient of ψ_{j+1} in the reverse scan.
-            _, dt_next = _load_dt(delta_ptr, bias, offs + 1,
+            _, dt_next = _load_dt(delta_ptr, bias[:, None], offs + 1,
                                   mask & ((offs_w + 1) < width)[None, :], HAS_BIAS, SOFTPLUS,
                                   DTYPE)
             dA_next = tl.exp(dt_next[:, None, :] * A[:, :, None])
@@ -753,6 +1111,145 @@ class _SelectiveScanFn(torch.autograd.Function):
                 _grad(h0, dh0), None, None, None)
 
 
+def _segments(batch, num_blocks, num_chunks, requested, min_programs):
+    """``(segments, chunks per segment)`` of a recurrent 1D scan.
+
+    ``requested=None``: the fewest segments (a power of two, at most one per chunk) that give
+    ``batch · channel blocks · segments >= min_programs`` programs; more segments fill more of
+    the GPU but cost a first pass over the positions. Every segment gets at least one chunk.
+    """
+    if requested is None:
+        requested = 1
+        while batch * num_blocks * requested < min_programs and requested * 2 <= num_chunks:
+            requested *= 2
+    elif requested < 1:
+        raise ValueError(f"segments must be a positive integer; got {requested}")
+    seg_chunks = triton.cdiv(num_chunks, min(requested, num_chunks))
+    return triton.cdiv(num_chunks, seg_chunks), seg_chunks
+
+
+def _recurrent_launch(kernel, cpg, batch, channels, num_chunks, segments):
+    """``(BLOCK_D, num_blocks, segments, chunks per segment, UNROLL, launch options)``."""
+    block_d, launch = _tuning(kernel, cpg)
+    unroll, min_programs = launch.pop("unroll"), launch.pop("min_programs")
+    num_blocks = channels // block_d
+    nseg, seg_chunks = _segments(batch, num_blocks, num_chunks, segments, min_programs)
+    return block_d, num_blocks, nseg, seg_chunks, unroll, launch
+
+
+#: Channel × state entries per program of :func:`_carry_kernel`.
+_CARRY_BLOCK = 256
+
+
+def _join_segments(ends, decay, reverse):
+    """What :func:`_carry_kernel` makes of a segmented first pass ``[batch, S, channel,
+    state]``: ``[batch, S − 1, channel, state]``."""
+    batch, nseg, channels, state = ends.shape
+    out = _empty((batch, nseg - 1, channels, state), dtype=ends.dtype, device=ends.device)
+    _carry_kernel[(batch, triton.cdiv(channels * state, _CARRY_BLOCK))](
+        ends, decay, out, channels * state, nseg, REVERSE=reverse, BLOCK=_CARRY_BLOCK)
+    return out
+
+
+class _SelectiveScanRecurrentFn(torch.autograd.Function):
+    """1D selective scan by the recurrent kernels: segmented forward, checkpointed backward."""
+
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus,
+                reverse, chunk_size, segments):
+        u, delta, A = u.contiguous(), delta.contiguous(), A.contiguous()
+        Bg, Cg, groups, layouts = _grouped_b_c(B, C, 1)
+        batch, channels, length = u.shape
+        state = A.shape[1]
+        cpg = channels // groups
+        num_chunks = max(triton.cdiv(length, chunk_size), 1)
+        block_d, num_blocks, nseg, seg_chunks, unroll, launch = _recurrent_launch(
+            "scan_rec_fwd", cpg, batch, channels, num_chunks, segments)
+        acc, acc_tl = _compute_dtype(u)
+        dev = u.device
+        out = _empty((batch, channels, length), dtype=u.dtype, device=dev)
+        states = _empty((batch, channels, num_chunks, state), dtype=acc, device=dev)
+        h0 = None if initial_state is None else initial_state.contiguous()
+        flags = dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
+                     HAS_BIAS=delta_bias is not None, HAS_H0=h0 is not None,
+                     SOFTPLUS=bool(delta_softplus), REVERSE=bool(reverse), BLOCK_D=block_d,
+                     BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk_size, UNROLL=unroll,
+                     DTYPE=acc_tl)
+        args = (u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+                _opt(h0, u))
+        sizes = (channels, length, state, groups, cpg, num_chunks, seg_chunks, nseg)
+        starts = states
+        if nseg > 1:
+            # First pass: every segment but the last from zero, for its end state and decay.
+            ends = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+            decay = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+            _rec_fwd_kernel[(batch, num_blocks, nseg - 1)](
+                *args, states, out, states, ends, decay, *sizes, LOCAL=True, **flags, **launch)
+            starts = _join_segments(ends, decay, reverse=False)
+        _rec_fwd_kernel[(batch, num_blocks, nseg)](
+            *args, starts, out, states, states, states, *sizes, LOCAL=False, **flags, **launch)
+        ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states)
+        ctx.meta = (layouts, groups, cpg, num_chunks, segments, flags)
+        return out, states[:, :, -1].to(u.dtype)
+
+    @staticmethod
+    def backward(ctx, dout, dlast):
+        u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states = ctx.saved_tensors
+        layouts, groups, cpg, num_chunks, segments, flags = ctx.meta
+        batch, channels, length = u.shape
+        state = A.shape[1]
+        block_d, num_blocks, nseg, seg_chunks, unroll, launch = _recurrent_launch(
+            "scan_rec_bwd", cpg, batch, channels, num_chunks, segments)
+        flags = dict(flags, BLOCK_D=block_d, UNROLL=unroll)
+        acc = states.dtype
+        dev = u.device
+        dout = dout.contiguous()
+        dlast = dlast.to(acc).contiguous()
+        sizes = (channels, length, state, groups, cpg, num_chunks, seg_chunks, nseg)
+        carries = states
+        if nseg > 1:
+            ends = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+            decay = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+            _rec_bwd_carry_kernel[(batch, num_blocks, nseg - 1)](
+                delta, A, Cg, _opt(z, u), _opt(delta_bias, u), dout, dlast, ends, decay,
+                *sizes, **{k: flags[k] for k in ("HAS_Z", "HAS_BIAS", "SOFTPLUS", "REVERSE",
+                                                 "BLOCK_D", "BLOCK_N", "CHUNK", "UNROLL",
+                                                 "DTYPE")}, **launch)
+            carries = _join_segments(ends, decay, reverse=True)
+        du = _empty(u.shape, dtype=u.dtype, device=dev)
+        ddelta = _empty(u.shape, dtype=acc, device=dev)
+        dz = _empty(u.shape, dtype=acc, device=dev) if z is not None else None
+        atomic = not torch.are_deterministic_algorithms_enabled()
+        if atomic:
+            dB = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
+            dC = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
+        else:
+            dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+            dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        dA = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+        dR = _empty((batch, nseg, channels, state), dtype=acc, device=dev) \
+            if R is not None else None
+        dD = _empty((batch, nseg, channels), dtype=acc, device=dev) if D is not None else None
+        dh0 = _empty((batch, channels, state), dtype=acc, device=dev)
+        tile = flags["BLOCK_N"] * block_d
+        scratch = _empty((batch * num_blocks * nseg, flags["CHUNK"], tile), dtype=acc,
+                         device=dev)
+        _rec_bwd_kernel[(batch, num_blocks, nseg)](
+            u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+            _opt(h0, u), states, carries, dout, dlast, scratch,
+            du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA), dh0,
+            *sizes, num_blocks, **flags, ATOMIC=atomic, **launch)
+        blocks = groups if atomic else num_blocks
+        return (du, ddelta.to(delta.dtype), dA.sum((0, 1)).to(A.dtype),
+                _reduce_grouped(dB, layouts[0], groups, blocks),
+                _reduce_grouped(dC, layouts[1], groups, blocks),
+                None if D is None else dD.sum((0, 1)).to(D.dtype),
+                None if R is None else dR.sum((0, 1)).to(R.dtype),
+                _grad(z, dz),
+                None if delta_bias is None else ddelta.sum(dim=(0, 2)).to(delta_bias.dtype),
+                _grad(h0, dh0), None, None, None, None)
+
+
 class _SelectiveScan2dFn(torch.autograd.Function):
     """2D selective scan: Triton row-sweep forward, checkpointed Triton backward."""
 
@@ -840,7 +1337,8 @@ def _check_power_of_two(name, value):
 
 def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bias=None,
                           delta_softplus=True, reverse=False, initial_state=None,
-                          return_last_state=False, chunk_size=None):
+                          return_last_state=False, chunk_size=None, kernel=None,
+                          segments=None):
     r"""1D selective scan with GeoMaNO's geometric correction, as Triton kernels.
 
     .. math::
@@ -873,6 +1371,12 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     chunk_size : int, optional
         Positions per chunk (a power of two; :data:`DEFAULT_CHUNK_SIZE`); the backward restarts from the saved state at
         each chunk boundary. Tuning only: results do not depend on it beyond rounding.
+    kernel : {"chunked", "recurrent"}, optional
+        The 1D kernels to run (:data:`DEFAULT_KERNEL`); see Notes. Tuning only.
+    segments : int, optional
+        ``kernel="recurrent"`` only: stretches of the sequence scanned in parallel (at most
+        one per chunk). By default as few as give ``TUNING[...]["min_programs"]`` programs.
+        Tuning only.
 
     Returns
     -------
@@ -893,10 +1397,25 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     (bit-reproducible, at ``2 · batch · channel / BLOCK_D · state · length`` extra floats).
     Accumulation is float32, or float64 for float64 inputs.
 
+    ``kernel="recurrent"`` walks the positions one at a time instead, with each channel's
+    states in one thread's registers (``[state, channel]`` tiles: no exchange between threads
+    for ``Σ_n C h``) and ``Ā = exp2(Δ · A log2 e)``. For parallelism beyond
+    ``batch × channel blocks`` it cuts the sequence into segments: a first pass scans every
+    segment from zero for its end state and decay ``Π Ā = exp(A ΣΔ)`` (one sum of Δ per
+    channel), a small kernel joins them (``H ← decay · H + end``), and the second pass scans
+    every segment from its true start state, writing outputs and chunk-end states. Its backward
+    recomputes each chunk's states into a per-program scratch buffer of ``chunk`` states and
+    walks them backwards with the adjoint in registers (Ā at the current position only: no
+    second exp for the next position); segments get their incoming adjoint from the same
+    two-pass scheme run backwards.
+
     References
     ----------
     Gu & Dao, "Mamba: Linear-Time Sequence Modeling with Selective State Spaces" (2023), and
-    mamba-ssm's ``selective_scan`` CUDA kernel (chunked scan, chunk-end states, recomputation).
+    mamba-ssm's ``selective_scan`` CUDA kernel (chunked scan, chunk-end states, recomputation);
+    ggml's ``ssm-scan.cu`` (a channel's states in registers, the sequence walked in order);
+    flash-linear-attention's chunked scans (``fla/ops/hgrn``: chunk states joined by a second
+    pass).
 
     Examples
     --------
@@ -905,8 +1424,21 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     """
     chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else chunk_size
     _check_power_of_two("chunk_size", chunk_size)
-    out, last_state = _SelectiveScanFn.apply(u, delta, A, B, C, D, R, z, delta_bias,
-                                             initial_state, delta_softplus, reverse, chunk_size)
+    kernel = DEFAULT_KERNEL if kernel is None else kernel
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
+    if segments is not None and (kernel != "recurrent" or int(segments) != segments
+                                 or segments < 1):
+        raise ValueError("segments (a positive integer) applies to kernel='recurrent' only; "
+                         f"got segments={segments!r} with kernel={kernel!r}")
+    if kernel == "recurrent":
+        out, last_state = _SelectiveScanRecurrentFn.apply(
+            u, delta, A, B, C, D, R, z, delta_bias, initial_state, delta_softplus, reverse,
+            chunk_size, segments)
+    else:
+        out, last_state = _SelectiveScanFn.apply(u, delta, A, B, C, D, R, z, delta_bias,
+                                                 initial_state, delta_softplus, reverse,
+                                                 chunk_size)
     return (out, last_state) if return_last_state else out
 
 
