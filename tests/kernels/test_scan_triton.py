@@ -6,6 +6,7 @@ buffer the wrapper allocates is filled with NaN first (fla's trick), so an eleme
 forgets to write fails loudly.
 """
 
+import contextlib
 import importlib
 import os
 
@@ -124,10 +125,11 @@ def assert_matches(fast, ref, dtype):
 
 
 def check_1d(length, *, reverse=False, return_last_state=False, softplus=True, chunk_size=8,
-             dtype=torch.float32, **make):
+             dtype=torch.float32, kernel=None, segments=None, **make):
     inputs = make_inputs((length,), softplus=softplus, dtype=dtype, **make)
     flags = dict(reverse=reverse, return_last_state=return_last_state, delta_softplus=softplus)
-    fast = run_with_grads(selective_scan_triton, inputs, chunk_size=chunk_size, **flags)
+    fast = run_with_grads(selective_scan_triton, inputs, chunk_size=chunk_size, kernel=kernel,
+                          segments=segments, **flags)
     ref = run_with_grads(selective_scan_ref, inputs, **flags)
     assert_matches(fast, ref, dtype)
     return fast
@@ -296,6 +298,132 @@ def test_fresh_nan_buffers_never_leak():
 
 
 # ------------------------------------------------------------------------------------------
+# 1D, recurrent kernels (kernel="recurrent")
+# ------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def channels_per_program(count):
+    """The recurrent kernels with at most ``count`` channels per program, so that small tests
+    run several channel blocks (the default puts up to 64 channels in one)."""
+    saved = {k: dict(scan_triton.TUNING[k]) for k in ("scan_rec_fwd", "scan_rec_bwd")}
+    for k in saved:
+        scan_triton.TUNING[k]["max_block_d"] = count
+    try:
+        yield
+    finally:
+        scan_triton.TUNING.update(saved)
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(dict(length=1), id="length1"),
+    pytest.param(dict(length=13, chunk_size=4, channels=4, groups=2, return_last_state=True),
+                 id="one_segment-grouped"),
+    pytest.param(dict(length=21, chunk_size=4, segments=2, reverse=True,
+                      return_last_state=True), id="two_segments-reverse-last_state"),
+    pytest.param(dict(length=21, chunk_size=4, segments=3, channels=3, batch=1),
+                 id="three_segments-odd_channels"),
+    pytest.param(dict(length=9, chunk_size=4, segments=8, return_last_state=True),
+                 id="more_segments_than_chunks"),
+    pytest.param(dict(length=17, chunk_size=4, options=(), segments=2), id="plain_mamba"),
+    pytest.param(dict(length=13, chunk_size=4, softplus=False, state=1, segments=2),
+                 id="no_softplus-one_state"),
+    pytest.param(dict(length=17, chunk_size=4, dtype=torch.float64, reverse=True, groups=2,
+                      segments=2, return_last_state=True), id="float64-reverse-grouped"),
+    pytest.param(dict(length=19, chunk_size=8), id="default_segments"),
+])
+def test_recurrent_matches_reference(case):
+    """Values and gradients of every input, with one to several segments; the segments are
+    joined by a first pass and a carry kernel (forward) and the same backwards (adjoint)."""
+    check_1d(kernel="recurrent", **case)
+
+
+@pytest.mark.parametrize("deterministic_mode", [False, True], ids=["atomic", "deterministic"])
+def test_recurrent_several_channel_blocks(deterministic_mode):
+    """Two channels per program: dB, dC summed over blocks by atomics, or from partials under
+    deterministic algorithms (then bit-identical from run to run)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic_mode)
+    try:
+        with channels_per_program(2):
+            case = dict(length=10, chunk_size=4, channels=4, groups=2, segments=2,
+                        return_last_state=True, kernel="recurrent")
+            first = check_1d(**case)
+            if deterministic_mode:
+                second = check_1d(**case)
+                for name, grad in first[1].items():
+                    assert torch.equal(grad, second[1][name]), name
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def test_recurrent_half_precision_inputs():
+    """bfloat16 inputs accumulate in float32 and come back in bfloat16."""
+    check_1d(11, dtype=torch.bfloat16, chunk_size=4, segments=2, channels=2, groups=2,
+             return_last_state=True, kernel="recurrent")
+
+
+def test_recurrent_agrees_with_chunked():
+    """The two kernels compute the same scan: float64 values and gradients to rounding."""
+    inputs = make_inputs((14,), channels=2, dtype=torch.float64)
+    flags = dict(return_last_state=True, reverse=True, chunk_size=4)
+    chunked = run_with_grads(selective_scan_triton, inputs, kernel="chunked", **flags)
+    recurrent = run_with_grads(selective_scan_triton, inputs, kernel="recurrent", segments=3,
+                               **flags)
+    for a, b in zip(chunked[0], recurrent[0], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    for name, grad in chunked[1].items():
+        torch.testing.assert_close(recurrent[1][name], grad, rtol=1e-11, atol=1e-11)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    batch=st.integers(1, 2),
+    channels=st.sampled_from([1, 2, 3, 4]),
+    state=st.integers(1, 4),
+    length=st.integers(1, 20),
+    options=st.sets(st.sampled_from(OPTIONS)),
+    reverse=st.booleans(),
+    segments=st.sampled_from([None, 1, 2, 3, 5]),
+    block=st.sampled_from([1, 2, 64]),
+    seed=st.integers(0, 2**16),
+)
+def test_recurrent_random_shapes(batch, channels, state, length, options, reverse, segments,
+                                 block, seed):
+    with channels_per_program(block):
+        check_1d(length, batch=batch, channels=channels, state=state, options=tuple(options),
+                 reverse=reverse, return_last_state=True, chunk_size=4, kernel="recurrent",
+                 segments=segments, seed=seed)
+
+
+def test_recurrent_segments_fill_the_grid():
+    """Default segments: the fewest powers of two giving ``min_programs`` programs, never more
+    than one per chunk; every segment gets at least one chunk."""
+    assert scan_triton._segments(4, 24, 64, None, 528) == (8, 8)    # 4·24·8 = 768 >= 528
+    assert scan_triton._segments(256, 2, 2, None, 528) == (2, 1)    # capped at the chunks
+    assert scan_triton._segments(64, 96, 64, None, 528) == (1, 64)  # enough programs already
+    assert scan_triton._segments(1, 1, 10, 4, 528) == (4, 3)        # 3 + 3 + 3 + 1 chunks
+    assert scan_triton._segments(1, 1, 9, 4, 528) == (3, 3)         # 4 would leave one empty
+
+
+def test_recurrent_continues_from_last_state():
+    """Two pieces with the last state passed on equal one scan (segments inside each)."""
+    length, cut = 22, 9
+    inputs = {k: v.to(DEVICE) for k, v in
+              make_inputs((length,), options=("D", "z", "delta_bias")).items()}
+    run = dict(kernel="recurrent", chunk_size=4, segments=2)
+    whole = selective_scan_triton(**inputs, **run)
+    per_position = ("u", "delta", "B", "C", "z")
+    pieces = [{k: v[..., part] if k in per_position else v for k, v in inputs.items()}
+              for part in (slice(None, cut), slice(cut, None))]
+    out_first, state = selective_scan_triton(**pieces[0], return_last_state=True, **run)
+    out_second = selective_scan_triton(**pieces[1], initial_state=state, **run)
+    rtol, atol = TOLERANCES[torch.float32]["fwd"]
+    torch.testing.assert_close(whole, torch.cat([out_first, out_second], -1), rtol=rtol,
+                               atol=atol)
+
+
+# ------------------------------------------------------------------------------------------
 # 2D
 # ------------------------------------------------------------------------------------------
 
@@ -327,6 +455,12 @@ def test_rejects_bad_arguments():
     inputs = make_inputs((8,))
     with pytest.raises(ValueError, match="chunk_size"):
         selective_scan_triton(**inputs, chunk_size=6)
+    with pytest.raises(ValueError, match="unknown kernel 'scan'; choose one of"):
+        selective_scan_triton(**inputs, kernel="scan")
+    with pytest.raises(ValueError, match="kernel='recurrent' only"):
+        selective_scan_triton(**inputs, segments=2)
+    with pytest.raises(ValueError, match="positive integer"):
+        selective_scan_triton(**inputs, kernel="recurrent", segments=0)
     with pytest.raises(ValueError, match=r"A must have shape \[channel=2, state\]"):
         selective_scan(**{**inputs, "A": inputs["A"][:1]}, backend="triton")
     with pytest.raises(ValueError, match=r"B must have shape \[batch, state, length\]"):
