@@ -12,10 +12,12 @@ state 4 to show how memory scales with state × length.
 
 ``--gpu`` (on a CUDA machine) times the Triton kernels instead, in one run:
 
-* the 1D scan against mamba-ssm's ``selective_scan_fn`` (its CUDA kernel; the peer a user
-  would otherwise pick) at Mamba's sizes (batch 4, 1536 channels, state 16, length 2048) and at
-  GeoMaNO's (batch 4, 128 channels, state 16; the Darcy latent length 289 and 44² = 1936), with
-  the options both support (D, z, delta_bias, softplus), float32 and bfloat16;
+* the 1D scan, both Triton kernels (``chunked``, the default, and ``recurrent``), against
+  mamba-ssm's ``selective_scan_fn`` (its CUDA kernel; the peer a user would otherwise pick) at
+  Mamba's size (batch 4, 1536 channels, state 16, length 2048), at GeoMaNO's 44² = 1936
+  tokens (batch 4, 128 channels) and on short sequences (length 64: a 64×64 grid's rows,
+  4 × 64 sequences of 128 channels), with the options both support (D, z, delta_bias,
+  softplus), float32 and bfloat16;
 * the 2D scan against the PyTorch loop on the GPU (17×17 and 44×44, float32);
 
 forward and forward+backward, CUDA-event medians of alternating rounds, the peak GPU memory
@@ -169,9 +171,11 @@ def compare(kind, fast, batch, channels, state, side, repeats):
 
 GPU_1D_CASES = {  # name: (batch, channels, state, length)
     "mamba": (4, 1536, 16, 2048),
-    "geomano_darcy_latent": (4, 128, 16, 289),
     "geomano_44x44": (4, 128, 16, 1936),
+    "rows_64": (256, 128, 16, 64),
 }
+#: The Triton 1D kernels timed side by side (``scan_triton.KERNELS``): the JSON keys.
+TRITON_1D = {"triton": "chunked", "recurrent": "recurrent"}
 GPU_2D_CASES = {"geomano_darcy_latent": (4, 128, 16, 17), "geomano_44x44": (4, 128, 16, 44)}
 
 
@@ -222,7 +226,7 @@ def gpu_inputs_1d(batch, channels, state, length, dtype, seed=0):
 
 def cuda_call(implementation, inputs, backward, peer=None):
     """A closure running one scan (and its backward) on ``inputs``."""
-    from ssmpde.kernels import selective_scan, selective_scan_2d
+    from ssmpde.kernels import selective_scan_2d
 
     args = [inputs[k] for k in ("u", "delta", "A", "B", "C")]
     gradient = None
@@ -233,10 +237,14 @@ def cuda_call(implementation, inputs, backward, peer=None):
             if implementation == "mamba":
                 out = peer(*args, D=inputs["D"], z=inputs["z"], delta_bias=inputs["delta_bias"],
                            delta_softplus=True)
-            elif implementation == "triton":
+            elif implementation == "triton" and inputs["u"].dim() == 4:
                 extra = {k: inputs[k] for k in ("D", "R", "z", "delta_bias") if k in inputs}
-                scan = selective_scan if inputs["u"].dim() == 3 else selective_scan_2d
-                out = scan(*args, **extra, backend="triton")
+                out = selective_scan_2d(*args, **extra, backend="triton")
+            elif implementation in TRITON_1D:
+                from ssmpde.kernels.scan_triton import selective_scan_triton
+
+                extra = {k: inputs[k] for k in ("D", "R", "z", "delta_bias") if k in inputs}
+                out = selective_scan_triton(*args, **extra, kernel=TRITON_1D[implementation])
             else:
                 out = loop_scan_2d(*args, **{k: inputs[k] for k in ("D", "R", "z",
                                                                      "delta_bias")})
@@ -269,7 +277,17 @@ def cuda_compare(calls, repeats, warmup=3):
             for name in calls}
 
 
-def gpu_main(repeats) -> dict:
+def apply_tuning(best: dict) -> None:
+    """Set ``scan_triton``'s chunk sizes and ``TUNING`` entries to a tuning sweep's ``best``."""
+    from ssmpde.kernels import scan_triton
+
+    for name in ("DEFAULT_CHUNK_SIZE", "RECURRENT_CHUNK_SIZE"):
+        if name in best:
+            setattr(scan_triton, name, best[name])
+    scan_triton.TUNING.update({k: v for k, v in best.items() if k in scan_triton.TUNING})
+
+
+def gpu_main(repeats, two_d=True) -> dict:
     peer, peer_version = mamba_selective_scan()
     props = torch.cuda.get_device_properties(0)
     import triton
@@ -279,41 +297,51 @@ def gpu_main(repeats) -> dict:
               "mamba_ssm_missing": None if peer else peer_version, "1d": {}, "2d": {}}
     print(f"GPU: {props.name}; torch {torch.__version__}, triton {triton.__version__}, "
           f"mamba-ssm {peer_version}. CUDA-event medians of {repeats} rounds.")
-    print("| 1D scan | dtype | pass | triton ms | mamba-ssm ms | triton speed / mamba | "
-          "triton MiB | mamba MiB | max abs diff |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| 1D scan | dtype | pass | chunked ms | recurrent ms | mamba-ssm ms | chunked / mamba "
+          "| recurrent / mamba | MiB chunked, recurrent, mamba | max rel diff chunked, "
+          "recurrent |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for case, (batch, channels, state, length) in GPU_1D_CASES.items():
         for dtype in (torch.float32, torch.bfloat16):
             inputs = gpu_inputs_1d(batch, channels, state, length, dtype)
-            diff = None
+            diffs = {}
             if peer is not None:
                 with torch.no_grad():
-                    ours = cuda_call("triton", inputs, False)().float()
                     theirs = cuda_call("mamba", inputs, False, peer)().float()
-                diff = float((ours - theirs).abs().max() / theirs.abs().max())
+                    for name in TRITON_1D:
+                        ours = cuda_call(name, inputs, False)().float()
+                        diffs[name] = float((ours - theirs).abs().max() / theirs.abs().max())
             for backward in (False, True):
-                calls = {"triton": cuda_call("triton", inputs, backward)}
+                calls = {name: cuda_call(name, inputs, backward) for name in TRITON_1D}
                 if peer is not None:
                     calls["mamba"] = cuda_call("mamba", inputs, backward, peer)
                 row = cuda_compare(calls, repeats)
                 if peer is not None:
                     row["speed_ratio"] = row["mamba"]["seconds"] / row["triton"]["seconds"]
-                    row["max_rel_diff_forward"] = diff
+                    row["speed_ratio_recurrent"] = (row["mamba"]["seconds"]
+                                                    / row["recurrent"]["seconds"])
+                    row["max_rel_diff_forward"] = diffs["triton"]
+                    row["max_rel_diff_forward_recurrent"] = diffs["recurrent"]
                 passes = "fwd_bwd" if backward else "fwd"
                 key = f"{case}_{str(dtype).removeprefix('torch.')}_{passes}"
                 row["shape"] = dict(batch=batch, channels=channels, state=state, length=length)
                 result["1d"][key] = row
+                nan = float("nan")
                 mamba = row.get("mamba", {})
                 print(f"| {case} {batch}x{channels}x{state}x{length} | {dtype} | "
                       f"{'fwd+bwd' if backward else 'fwd'} | "
                       f"{row['triton']['seconds'] * 1e3:.3f} | "
-                      f"{mamba.get('seconds', float('nan')) * 1e3:.3f} | "
-                      f"{row.get('speed_ratio', float('nan')):.2f} | "
-                      f"{row['triton']['peak_mib']:.0f} | {mamba.get('peak_mib', float('nan')):.0f}"
-                      f" | {diff if diff is not None else float('nan'):.1e} |", flush=True)
+                      f"{row['recurrent']['seconds'] * 1e3:.3f} | "
+                      f"{mamba.get('seconds', nan) * 1e3:.3f} | "
+                      f"{row.get('speed_ratio', nan):.2f} | "
+                      f"{row.get('speed_ratio_recurrent', nan):.2f} | "
+                      f"{row['triton']['peak_mib']:.0f}, {row['recurrent']['peak_mib']:.0f}, "
+                      f"{mamba.get('peak_mib', nan):.0f} | "
+                      f"{diffs.get('triton', nan):.1e}, {diffs.get('recurrent', nan):.1e} |",
+                      flush=True)
     print("| 2D scan | pass | triton ms | loop ms | speed-up | triton MiB | loop MiB |")
     print("|---|---|---|---|---|---|---|")
-    for case, (batch, channels, state, side) in GPU_2D_CASES.items():
+    for case, (batch, channels, state, side) in (GPU_2D_CASES.items() if two_d else ()):
         inputs = make_inputs("2d", batch, channels, state, side, device="cuda")
         for backward in (False, True):
             row = cuda_compare({"triton": cuda_call("triton", inputs, backward),
@@ -334,22 +362,19 @@ def main(argv=None) -> dict:
     parser.add_argument("--gpu", action="store_true",
                         help="time the Triton kernels on CUDA (writes scan_gpu.json)")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--tuning", type=Path,
-                        help="JSON of benchmarks/gpu/tune_scan.py: time the 1D scan with its "
-                             "best setting instead of the defaults")
+    parser.add_argument("--tuning", type=Path, nargs="+", default=[],
+                        help="JSON of benchmarks/gpu/tune_scan.py (one per kernel): time the 1D "
+                             "scans with its best setting instead of the defaults")
+    parser.add_argument("--no-2d", action="store_true", help="--gpu: the 1D scans only")
     args = parser.parse_args(argv)
-    if args.tuning:
-        from ssmpde.kernels import scan_triton
-
-        best = json.loads(args.tuning.read_text())["best"]
-        scan_triton.DEFAULT_CHUNK_SIZE = best["chunk_size"]
-        scan_triton.TUNING.update(scan_fwd=best["scan_fwd"], scan_bwd=best["scan_bwd"])
-        print(f"1D tuning from {args.tuning}: {best}")
+    for path in args.tuning:
+        apply_tuning(json.loads(path.read_text())["best"])
+        print(f"1D tuning from {path}")
     if args.gpu:
         if not torch.cuda.is_available():
             raise SystemExit("--gpu needs a CUDA device")
         result = header("selective_scan_gpu")
-        result["cuda"] = gpu_main(args.repeats)
+        result["cuda"] = gpu_main(args.repeats, two_d=not args.no_2d)
         write(result, args.out or RESULTS / "scan_gpu.json")
         return result
     args.out = args.out or RESULTS / "scan.json"
@@ -403,18 +428,24 @@ def _gpu_rows(result: dict) -> list[str]:
     lines, cuda = [], result["cuda"]
     measured = f"{result['date'][:10]}, {cuda['device']}"
     for key, row in cuda["1d"].items():
-        if "mamba" not in row or not key.startswith(("mamba_", "geomano_44x44_")):
+        if "mamba" not in row or not key.startswith(("mamba_", "geomano_44x44_", "rows_64_")):
             continue
         shape = row["shape"]
         passes = "fwd+bwd" if key.endswith("fwd_bwd") else "fwd"
         dtype = "bfloat16" if "bfloat16" in key else "float32"
-        lines.append(table_row(
-            f"GPU 1D scan {passes}, {dtype}, {shape['batch']} × {shape['channels']} ch × state "
-            f"{shape['state']} × L {shape['length']}",
-            f"{row['triton']['seconds'] * 1e3:.2f} ms, {row['triton']['peak_mib']:.0f} MiB "
-            "(Triton)",
-            f"{row['mamba']['seconds'] * 1e3:.2f} ms, {row['mamba']['peak_mib']:.0f} MiB "
-            f"(mamba-ssm {cuda['mamba_ssm']} CUDA)", f"**{row['speed_ratio']:.2f}x**", measured))
+        # Files from before the recurrent kernel hold the chunked one alone, as "Triton".
+        kernels = [("triton", "speed_ratio", "Triton chunked" if "recurrent" in row else
+                    "Triton")]
+        if "recurrent" in row:
+            kernels.append(("recurrent", "speed_ratio_recurrent", "Triton recurrent"))
+        for name, ratio, label in kernels:
+            lines.append(table_row(
+                f"GPU 1D scan {passes}, {dtype}, {shape['batch']} × {shape['channels']} ch × "
+                f"state {shape['state']} × L {shape['length']}",
+                f"{row[name]['seconds'] * 1e3:.2f} ms, {row[name]['peak_mib']:.0f} MiB "
+                f"({label})",
+                f"{row['mamba']['seconds'] * 1e3:.2f} ms, {row['mamba']['peak_mib']:.0f} MiB "
+                f"(mamba-ssm {cuda['mamba_ssm']} CUDA)", f"**{row[ratio]:.2f}x**", measured))
     for key, row in cuda["2d"].items():
         if not key.startswith("geomano_44x44_"):
             continue

@@ -1,14 +1,21 @@
-"""Sweep the 1D Triton scan's tuning (chunk, channels per program, warps) on a CUDA GPU.
+"""Sweep the 1D Triton scans' tuning on a CUDA GPU.
 
-For each chunk size, the forward kernel is timed over ``max_block_d × num_warps`` and then
-the backward kernel over the same grid (its time is that of forward + backward minus the
-forward's, with the forward at its best setting for that chunk). mamba-ssm's
-``selective_scan_fn`` is timed on the same inputs in the same run when it is importable, so
-every line also gives the ratio a user cares about. The result is the setting to write into
-``ssmpde.kernels.scan_triton.TUNING`` and ``DEFAULT_CHUNK_SIZE``.
+``--kernel chunked`` (the default kernel): for each chunk size, the forward kernel is timed over
+``max_block_d × num_warps`` and then the backward kernel over the same grid (its time is that of
+forward + backward, with the forward at its best setting for that chunk).
+
+``--kernel recurrent``: one coordinate at a time from the current ``TUNING`` (channels per
+program, warps, the position loop's unroll factor, the programs that segments must reach), the
+forward first, then the backward with the best forward (timed as forward + backward), then the
+chunk size.
+
+mamba-ssm's ``selective_scan_fn`` is timed on the same inputs in the same run when it is
+importable, so every line also gives the ratio a user cares about. The result (``best``) is the
+setting to write into ``ssmpde.kernels.scan_triton`` (``TUNING`` and the chunk sizes);
+``bench_scan.py --tuning`` applies it.
 
     PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build \\
-        python -m benchmarks.gpu.tune_scan --budget 240 --out /tmp/tune.json
+        python -m benchmarks.gpu.tune_scan --kernel recurrent --budget 120 --out /tmp/tune.json
 
 Settings that fail to compile (register or shared-memory limits) are reported and skipped.
 """
@@ -23,11 +30,16 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_scan import cuda_call, gpu_inputs_1d, mamba_selective_scan
+from benchmarks.bench_scan import TRITON_1D, cuda_call, gpu_inputs_1d, mamba_selective_scan
 from benchmarks.common import cuda_seconds, interleaved
 from ssmpde.kernels import scan_triton
 
-SHAPES = {"mamba": (4, 1536, 16, 2048), "geomano_latent": (4, 128, 16, 289)}
+SHAPES = {"mamba": (4, 1536, 16, 2048), "geomano_44x44": (4, 128, 16, 1936),
+          "rows_64": (256, 128, 16, 64)}
+
+#: The recurrent kernels' coordinates, each swept with the others held.
+RECURRENT_SPACE = {"max_block_d": [16, 32, 64, 128], "num_warps": [1, 2, 4],
+                   "unroll": [1, 2, 4, 8], "min_programs": [1, 264, 528, 1056, 2112]}
 
 
 def median_seconds(call, repeats, warmup=2):
@@ -36,17 +48,20 @@ def median_seconds(call, repeats, warmup=2):
                        clock=cuda_seconds).medians()["call"]
 
 
-def triton_call(inputs, chunk, backward):
-    """bench_scan's Triton call with ``chunk`` positions per chunk (the default is read at
-    call time)."""
-    call = cuda_call("triton", inputs, backward)
+def triton_call(inputs, chunk, backward, kernel="chunked"):
+    """bench_scan's call of the Triton ``kernel`` with ``chunk`` positions per chunk (the
+    default is read at call time)."""
+    implementation = {v: k for k, v in TRITON_1D.items()}[kernel]
+    call = cuda_call(implementation, inputs, backward)
+    name = "RECURRENT_CHUNK_SIZE" if kernel == "recurrent" else "DEFAULT_CHUNK_SIZE"
 
     def chunked():
-        saved, scan_triton.DEFAULT_CHUNK_SIZE = scan_triton.DEFAULT_CHUNK_SIZE, chunk
+        saved = getattr(scan_triton, name)
+        setattr(scan_triton, name, chunk)
         try:
             return call()
         finally:
-            scan_triton.DEFAULT_CHUNK_SIZE = saved
+            setattr(scan_triton, name, saved)
 
     return chunked
 
@@ -65,7 +80,8 @@ def timed_setting(kernel, setting, call, repeats):
         scan_triton.TUNING[kernel] = saved
 
 
-def sweep(shape, dtype, chunks, blocks, warps, repeats, deadline, peer):
+def start(shape, dtype, repeats, peer):
+    """The inputs of ``shape`` and a result holding mamba-ssm's times on them."""
     batch, channels, state, length = shape
     inputs = gpu_inputs_1d(batch, channels, state, length, dtype)
     result = {"shape": shape, "dtype": str(dtype), "rows": []}
@@ -74,6 +90,49 @@ def sweep(shape, dtype, chunks, blocks, warps, repeats, deadline, peer):
         result["mamba_fwd_bwd"] = median_seconds(cuda_call("mamba", inputs, True, peer), repeats)
         print(f"mamba-ssm: fwd {result['mamba_fwd'] * 1e3:.3f} ms, fwd+bwd "
               f"{result['mamba_fwd_bwd'] * 1e3:.3f} ms", flush=True)
+    return inputs, result
+
+
+def sweep_recurrent(shape, dtype, chunks, repeats, deadline, peer):
+    """Coordinate sweep of the recurrent kernels (module docstring); ``best`` as it stands
+    when the deadline comes."""
+    inputs, result = start(shape, dtype, repeats, peer)
+    chunk = scan_triton.RECURRENT_CHUNK_SIZE
+    best = {"RECURRENT_CHUNK_SIZE": chunk}
+    for kernel, backward in (("scan_rec_fwd", False), ("scan_rec_bwd", True)):
+        current = dict(scan_triton.TUNING[kernel])
+        fastest = None
+        for knob, values in RECURRENT_SPACE.items():
+            for value in values:
+                if time.monotonic() > deadline:
+                    break
+                setting = dict(current, **{knob: value})
+                seconds = timed_setting(kernel, setting, triton_call(inputs, chunk, backward,
+                                                                     "recurrent"), repeats)
+                result["rows"].append(dict(kernel=kernel, chunk=chunk, **setting,
+                                           seconds=seconds))
+                if seconds is None:
+                    continue
+                print(f"{kernel} {setting}: {seconds * 1e3:.3f} ms", flush=True)
+                if fastest is None or seconds < fastest:
+                    fastest, current = seconds, setting
+        best[kernel] = current
+        scan_triton.TUNING[kernel] = current  # the backward sweep runs the best forward
+    fastest = None
+    for value in chunks:
+        if time.monotonic() > deadline:
+            break
+        seconds = median_seconds(triton_call(inputs, value, True, "recurrent"), repeats)
+        result["rows"].append(dict(kernel="chunk", chunk=value, seconds=seconds))
+        print(f"recurrent fwd+bwd chunk {value}: {seconds * 1e3:.3f} ms", flush=True)
+        if fastest is None or seconds < fastest:
+            fastest, best["RECURRENT_CHUNK_SIZE"] = seconds, value
+    result["best"] = best
+    return result
+
+
+def sweep(shape, dtype, chunks, blocks, warps, repeats, deadline, peer):
+    inputs, result = start(shape, dtype, repeats, peer)
     for chunk in chunks:
         best_fwd = None
         for block, warp in itertools.product(blocks, warps):
@@ -107,6 +166,7 @@ def sweep(shape, dtype, chunks, blocks, warps, repeats, deadline, peer):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernel", choices=scan_triton.KERNELS, default="chunked")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="mamba")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--chunks", type=int, nargs="+", default=[32, 64, 128])
@@ -121,6 +181,19 @@ def main(argv=None):
     peer, version = mamba_selective_scan()
     print(f"{torch.cuda.get_device_name(0)}; mamba-ssm {version}", flush=True)
     deadline = time.monotonic() + args.budget
+    if args.kernel == "recurrent":
+        result = sweep_recurrent(SHAPES[args.shape], getattr(torch, args.dtype), args.chunks,
+                                 args.repeats, deadline, peer)
+        reference = result.get("mamba_fwd_bwd")
+        final = median_seconds(triton_call(gpu_inputs_1d(*SHAPES[args.shape],
+                                                         getattr(torch, args.dtype)),
+                                           result["best"]["RECURRENT_CHUNK_SIZE"], True,
+                                           "recurrent"), args.repeats)
+        ratio = f", {reference / final:.2f}x mamba" if reference else ""
+        print(f"best setting: {json.dumps(result['best'])}: fwd+bwd {final * 1e3:.3f} ms{ratio}")
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1, default=str))
+        return result
     result = sweep(SHAPES[args.shape], getattr(torch, args.dtype), args.chunks, args.blocks,
                    args.warps, args.repeats, deadline, peer)
     rows = [r for r in result["rows"] if r["seconds"] is not None]
@@ -134,7 +207,7 @@ def main(argv=None):
               default=None)
     if fwd is not None:
         # The setting bench_scan.py --tuning applies: the best forward + backward pair.
-        result["best"] = {"chunk_size": fwd["chunk"], "scan_fwd": fwd["fwd"],
+        result["best"] = {"DEFAULT_CHUNK_SIZE": fwd["chunk"], "scan_fwd": fwd["fwd"],
                           "scan_bwd": dict(max_block_d=fwd["max_block_d"],
                                            num_warps=fwd["num_warps"])}
         print("best setting:", json.dumps(result["best"]))

@@ -45,6 +45,10 @@ __all__ = ["selective_scan_2d_triton", "selective_scan_triton"]
 #: bounded while the carry still crosses chunks in registers.
 DEFAULT_CHUNK_SIZE = 32
 
+#: Default positions per chunk of the recurrent 1D kernels: the backward's recomputation
+#: unit (a per-program scratch of that many states).
+RECURRENT_CHUNK_SIZE = 32
+
 #: The 1D kernels: ``"chunked"`` (chunks scanned with ``tl.associative_scan``) or
 #: ``"recurrent"`` (one position at a time, segments in parallel). See
 #: :func:`selective_scan_triton`.
@@ -1369,8 +1373,9 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     return_last_state : bool
         Also return h after the last processed position (differentiable).
     chunk_size : int, optional
-        Positions per chunk (a power of two; :data:`DEFAULT_CHUNK_SIZE`); the backward restarts from the saved state at
-        each chunk boundary. Tuning only: results do not depend on it beyond rounding.
+        Positions per chunk (a power of two; :data:`DEFAULT_CHUNK_SIZE`, or
+        :data:`RECURRENT_CHUNK_SIZE` for the recurrent kernels); the backward restarts from the
+        saved state at each chunk boundary. Tuning only: results do not depend on it beyond rounding.
     kernel : {"chunked", "recurrent"}, optional
         The 1D kernels to run (:data:`DEFAULT_KERNEL`); see Notes. Tuning only.
     segments : int, optional
@@ -1422,11 +1427,12 @@ def selective_scan_triton(u, delta, A, B, C, *, D=None, R=None, z=None, delta_bi
     >>> out, h = selective_scan_triton(u, delta, A, B, C, D=D, z=z, delta_bias=bias,
     ...                                return_last_state=True)  # doctest: +SKIP
     """
-    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else chunk_size
-    _check_power_of_two("chunk_size", chunk_size)
     kernel = DEFAULT_KERNEL if kernel is None else kernel
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
+    if chunk_size is None:
+        chunk_size = RECURRENT_CHUNK_SIZE if kernel == "recurrent" else DEFAULT_CHUNK_SIZE
+    _check_power_of_two("chunk_size", chunk_size)
     if segments is not None and (kernel != "recurrent" or int(segments) != segments
                                  or segments < 1):
         raise ValueError("segments (a positive integer) applies to kernel='recurrent' only; "

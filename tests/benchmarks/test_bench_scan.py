@@ -28,3 +28,24 @@ def test_rows_of_the_cpu_and_the_gpu_results():
     assert lines and all(line.startswith("| GPU ") for line in lines)
     assert all(gpu["cuda"]["device"] in line for line in lines)
     assert rows(dict(gpu, cuda=None)) == []  # no CUDA device: no GPU rows
+
+
+def test_gpu_rows_name_both_triton_kernels():
+    """A GPU result with the recurrent kernel beside the chunked one gets a row for each, each
+    with its own ratio to mamba-ssm; the short-sequence case is listed too."""
+    from benchmarks.bench_scan import rows
+
+    def timing(ms):
+        return {"seconds": ms / 1e3, "peak_mib": 4.0}
+
+    row = {"triton": timing(2.0), "recurrent": timing(0.5), "mamba": timing(1.0),
+           "speed_ratio": 0.5, "speed_ratio_recurrent": 2.0,
+           "shape": dict(batch=256, channels=128, state=16, length=64)}
+    result = {"benchmark": "selective_scan_gpu", "date": "2026-11-27T00:00:00+00:00",
+              "cuda": {"device": "NVIDIA H100", "mamba_ssm": "2.3.2", "2d": {},
+                       "1d": {"rows_64_float32_fwd": row}}}
+    lines = rows(result)
+    assert len(lines) == 2
+    assert "Triton chunked" in lines[0] and "**0.50x**" in lines[0]
+    assert "Triton recurrent" in lines[1] and "**2.00x**" in lines[1]
+    assert all("256 × 128 ch × state 16 × L 64" in line for line in lines)
