@@ -5,6 +5,8 @@
 # (mamba_build.log), the training (train.log); the tuning sweep writes its result there
 # (tune.json). The other steps print to the terminal.
 #
+#   bash benchmarks/gpu/session.sh all      # the whole prepared device run (below), in about
+#                                           # 7 minutes; results in $OUT (or $LOGS)
 #   bash benchmarks/gpu/session.sh setup    # carried wheels; start the mamba-ssm build detached
 #   bash benchmarks/gpu/session.sh data     # Darcy data: 1000 + 200 FNO samples at 85²
 #   bash benchmarks/gpu/session.sh test     # kernel tests compiled on CUDA (tests/kernels)
@@ -24,15 +26,56 @@
 # with the package registry, in the repository root:
 #
 #   bash benchmarks/gpu/session.sh wheels   # then carry .whl (ignored by git)
+#
+# `all` is one call of the device tool (carry .whl; timeout_s 540):
+#   1. setup (about 20 s), then the mamba-ssm build (about 2 minutes, detached) beside the
+#      compiled tests of the recurrent 1D kernels (test.log; cut at 200 s);
+#   2. the recurrent kernels' tuning sweep at Mamba's size, float32 (tune_recurrent.json; 100 s);
+#   3. bench_scan --gpu --no-2d with that tuning: both Triton kernels and mamba-ssm at Mamba's
+#      size, GeoMaNO's 1936 tokens and length 64, float32 and bfloat16, fwd and fwd+bwd
+#      (scan_gpu.json, bench.log);
+#   4. one GeoMaNO Darcy epoch on synthetic inputs (epoch.log).
+# Each step has its own time limit, so a slow one cannot eat the next one's time.
 set -u
 LOGS=${LOGS:-/tmp/ssmpde-gpu}
 mkdir -p "$LOGS"
 # the carried wheels and mamba-ssm; ssmpde and benchmarks import from the working directory
 export PYTHONPATH=/tmp/site:/tmp/mamba/src:/tmp/mamba/build
 export PYTHONUNBUFFERED=1
-step=${1:?usage: session.sh wheels|setup|data|test|tune S|bench|train N|wait S}
+step=${1:?usage: session.sh wheels|all|setup|data|test|tune S|bench|train N|wait S}
 
 case "$step" in
+all)
+    dest=${OUT:-$LOGS}
+    mkdir -p "$dest"
+    start=$SECONDS
+    bash "$0" setup || exit 1
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+        tests/kernels/test_scan_gpu.py tests/kernels/test_scan_triton.py -k recurrent \
+        >"$dest/test.log" 2>&1
+    echo "tests: $(tail -1 "$dest/test.log") ($((SECONDS - start)) s)"
+    bash "$0" wait-build
+    timeout 130 python3 -m benchmarks.gpu.tune_scan --kernel recurrent --budget 100 \
+        --repeats 8 --out "$dest/tune_recurrent.json" >"$dest/tune.log" 2>&1
+    tail -2 "$dest/tune.log"
+    echo "tuned ($((SECONDS - start)) s)"
+    tuning=()
+    [ -f "$dest/tune_recurrent.json" ] && grep -q '"best"' "$dest/tune_recurrent.json" \
+        && tuning=(--tuning "$dest/tune_recurrent.json")
+    timeout 170 python3 -m benchmarks.bench_scan --gpu --no-2d --repeats 10 "${tuning[@]}" \
+        --out "$dest/scan_gpu.json" 2>&1 | tee "$dest/bench.log"
+    echo "benchmarked ($((SECONDS - start)) s)"
+    timeout 60 python3 -m benchmarks.gpu.epoch_time --epochs 1 2>&1 | tee "$dest/epoch.log"
+    cp "$LOGS/mamba_build.log" "$dest/" 2>/dev/null
+    echo "done in $((SECONDS - start)) s"
+    ;;
+wait-build)
+    for _ in $(seq 600); do
+        grep -q "built selective_scan_cuda\|Error\|error:" "$LOGS/mamba_build.log" && break
+        sleep 1
+    done
+    tail -3 "$LOGS/mamba_build.log"
+    ;;
 wheels)
     mkdir -p .whl
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
@@ -63,11 +106,7 @@ test)
         tests/kernels/test_cross_scan.py -W ignore::DeprecationWarning
     ;;
 tune|bench)
-    for _ in $(seq 600); do
-        grep -q "built selective_scan_cuda\|Error\|error:" "$LOGS/mamba_build.log" && break
-        sleep 1
-    done
-    tail -3 "$LOGS/mamba_build.log"
+    bash "$0" wait-build
     if [ "$step" = tune ]; then
         python3 -m benchmarks.gpu.tune_scan --budget "${2:-240}" --out "$LOGS/tune.json"
     else

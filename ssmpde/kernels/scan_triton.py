@@ -57,6 +57,7 @@ DEFAULT_KERNEL = "chunked"
 
 #: ``log2(e)``: the recurrent kernels take ``exp(ΔA)`` as ``exp2(Δ · A log2 e)``.
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
+LN2: tl.constexpr = tl.constexpr(0.6931471805599453)
 
 #: Default number of rows between the 2D forward's saved states (checkpoints). The 2D backward
 #: recomputes that many rows into a per-program scratch buffer.
@@ -72,9 +73,12 @@ TUNING: dict[str, dict] = {
     "scan_bwd": dict(max_block_d=2, num_warps=4),
     # The recurrent kernels (``kernel="recurrent"``) also take ``unroll`` (the position loop's
     # unroll factor) and ``min_programs`` (segments are added until the grid has that many
-    # programs; an H100 has 132 SMs). Not yet measured on a GPU.
-    "scan_rec_fwd": dict(max_block_d=64, num_warps=2, unroll=4, min_programs=528),
-    "scan_rec_bwd": dict(max_block_d=32, num_warps=1, unroll=2, min_programs=528),
+    # programs; an H100 has 132 SMs). Not yet timed on a GPU: chosen from the registers of the
+    # sm_90 build (benchmarks/gpu/kernel_resources.py): 32 channels on 2 warps put a channel's
+    # 16 states on 2 threads, the backward fits in 222 registers without spilling (one thread
+    # per channel spills), and unrolling spills the forward.
+    "scan_rec_fwd": dict(max_block_d=32, num_warps=2, unroll=1, min_programs=1056),
+    "scan_rec_bwd": dict(max_block_d=32, num_warps=2, unroll=1, min_programs=1056),
     "scan_2d_fwd": dict(max_block_d=4),
     "scan_2d_bwd": dict(max_block_d=4),
 }
@@ -428,10 +432,14 @@ def _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_g
                   BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, DTYPE: tl.constexpr):
     """:func:`_prologue` of the recurrent kernels, whose tiles are ``[BLOCK_N, BLOCK_D]``.
 
-    State-major tiles put the channels on the fast axis, so Triton's default layout spreads
-    channels over threads and keeps a channel's states in one thread's registers: the sums over
-    the state (``y = Σ_n C h``) need no exchange between threads (ggml's ``ssm-scan.cu``
-    layout). Also returns the segment ``pid_s`` and ``A2 = A · log2(e)`` for ``exp2``.
+    Every ``[state, channel]`` array the kernels read or write in their loops is stored
+    channel-minor (``A``, ``R`` transposed by the host; the chunk states, segment ends and
+    partials as ``[..., state, channel]``): Triton lays tiles out after the memory they touch,
+    so the channels go to the threads and a channel's states stay in one thread's registers,
+    and the sums over the state (``y = Σ_n C h``) need no exchange between threads (ggml's
+    ``ssm-scan.cu`` layout). Returns also the segment ``pid_s``, ``A2 = A · log2(e)`` for
+    ``exp2`` (instead of A: one tile of registers fewer), and the offsets ``nd`` of a tile in a ``[state, channel]`` plane and ``dn`` in a
+    ``[channel, state]`` one (the user's layout of initial and last states).
     """
     pid_b = tl.program_id(0).to(tl.int64)
     pid_d = tl.program_id(1)
@@ -442,11 +450,11 @@ def _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_g
     mask_n = offs_n < state
     mask_nd = mask_n[:, None] & mask_d[None, :]
     group = (pid_d * BLOCK_D) // channels_per_group
-    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, mask_d,
-                                              offs_d[None, :] * state + offs_n[:, None],
+    nd = offs_n[:, None] * channels + offs_d[None, :]
+    A, R, Dv, bias = _load_channel_parameters(A_ptr, R_ptr, D_ptr, bias_ptr, offs_d, mask_d, nd,
                                               mask_nd, HAS_R, HAS_D, HAS_BIAS, DTYPE)
-    return (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A,
-            A * LOG2E, R, Dv, bias)
+    return (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A * LOG2E, R,
+            Dv, bias, nd, offs_d[None, :] * state + offs_n[:, None])
 
 
 @triton.jit
@@ -501,17 +509,16 @@ def _rec_fwd_kernel(
     only its end state ``ends[b, s]`` and its decay ``Π Ā = exp2(A2 · ΣΔ)`` ``decay[b, s]``,
     one sum of Δ per channel. Otherwise: the segment starts from ``starts[b, s − 1]`` (what
     :func:`_carry_kernel` made of the first pass; ``h0`` or zero for segment 0), writes the
-    outputs and, after every chunk, the state ``states[b, d, chunk]`` (the backward's restart
-    points; the last one is the returned last state).
+    outputs and, after every chunk, the state ``states[b, chunk, :, :]`` (``[state, channel]``;
+    the backward's restart points; the last one is the returned last state).
     """
-    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A, A2, R, Dv,
-     bias) = _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
-                           HAS_R, HAS_D, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
-    nd = offs_d[None, :] * state + offs_n[:, None]
+    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A2, R, Dv, bias,
+     nd, dn) = _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
+                             HAS_R, HAS_D, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
     first = ((nd * 0 + pid_s) == 0) & mask_nd
     h = tl.zeros([BLOCK_N, BLOCK_D], dtype=DTYPE)
     if HAS_H0:
-        h += tl.load(h0_ptr + pid_b * channels * state + nd, mask=first, other=0.0).to(DTYPE)
+        h += tl.load(h0_ptr + pid_b * channels * state + dn, mask=first, other=0.0).to(DTYPE)
     if not LOCAL:
         h += tl.load(starts_ptr + (pid_b * (segments - 1) + pid_s - 1) * channels * state + nd,
                      mask=mask_nd & ~first, other=0.0).to(DTYPE)
@@ -539,8 +546,8 @@ def _rec_fwd_kernel(
                     y *= z * _sigmoid(z)
                 tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask_d)
         if not LOCAL:
-            tl.store(states_ptr + ((pid_b * channels + offs_d[None, :]) * num_chunks + c) * state
-                     + offs_n[:, None], h.to(states_ptr.dtype.element_ty), mask=mask_nd)
+            tl.store(states_ptr + (pid_b * num_chunks + c) * channels * state + nd,
+                     h.to(states_ptr.dtype.element_ty), mask=mask_nd)
     if LOCAL:
         seg = (pid_b * segments + pid_s) * channels * state + nd
         tl.store(ends_ptr + seg, h.to(ends_ptr.dtype.element_ty), mask=mask_nd)
@@ -599,12 +606,11 @@ def _rec_bwd_carry_kernel(
     zero carry (∂L/∂last_state for the last one), ``g ← Ā (g + dy C)`` backwards over its
     positions. Writes ``ends[b, s]`` (∂L/∂h before the segment, from the segment's own
     outputs) and ``decay[b, s] = Π Ā`` for :func:`_carry_kernel`."""
-    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A, A2, R, Dv,
-     bias) = _rec_prologue(A_ptr, A_ptr, A_ptr, bias_ptr, channels, state, channels_per_group,
-                           False, False, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
+    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A2, R, Dv, bias,
+     nd, dn) = _rec_prologue(A_ptr, A_ptr, A_ptr, bias_ptr, channels, state, channels_per_group,
+                             False, False, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
     s = pid_s + 1
-    nd = offs_d[None, :] * state + offs_n[:, None]
-    G = tl.load(dlast_ptr + pid_b * channels * state + nd,
+    G = tl.load(dlast_ptr + pid_b * channels * state + dn,
                 mask=mask_nd & ((nd * 0 + s) == segments - 1), other=0.0).to(DTYPE)
     total = (offs_d * 0).to(DTYPE)
     row = (pid_b * channels + offs_d) * length
@@ -647,21 +653,21 @@ def _rec_bwd_kernel(
     """1D recurrent backward of segment ``pid_s``: its chunks in reverse processing order.
 
     A chunk's states are recomputed forwards from the saved state before it into this
-    program's scratch ``[CHUNK, BLOCK_N, BLOCK_D]``, then walked backwards one position at a
+    program's scratch ``[CHUNK + 1, BLOCK_N, BLOCK_D]`` (row 0 the state before the chunk,
+    row ``i + 1`` the state after its position ``i``), then walked backwards one position at a
     time with the adjoint ``G = ∂L/∂h`` in registers: ``g = G + dy C`` (∂L/∂h_t), and
-    ``G ← Ā_t g`` (∂L/∂h_{t-1}), so Ā is needed at the current position only. ``Ā_t h_{t-1}``
-    is read as the state one row up in the scratch. The carry into the segment's last
+    ``G ← Ā_t g`` (∂L/∂h_{t-1}), so Ā is needed at the current position only. ``h_{t-1}`` is
+    the scratch row above ``h_t``'s; ``h_t`` stays in registers from the step before. The carry into the segment's last
     position comes from ``carries[b, s]`` (:func:`_carry_kernel`), or is ∂L/∂last_state for
     the last segment. ``dB, dC`` as the chunked kernel's; ``dA, dR, dD`` partials per
     ``(batch, segment)``.
     """
-    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A, A2, R, Dv,
-     bias) = _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
-                           HAS_R, HAS_D, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
-    nd = offs_d[None, :] * state + offs_n[:, None]
+    (pid_b, pid_d, pid_s, offs_d, offs_n, mask_d, mask_n, mask_nd, group, A2, R, Dv, bias,
+     nd, dn) = _rec_prologue(A_ptr, R_ptr, D_ptr, bias_ptr, channels, state, channels_per_group,
+                             HAS_R, HAS_D, HAS_BIAS, BLOCK_D, BLOCK_N, DTYPE)
     zero_nd = nd * 0
     is_last = (zero_nd + pid_s) == segments - 1
-    G = tl.load(dlast_ptr + pid_b * channels * state + nd, mask=mask_nd & is_last,
+    G = tl.load(dlast_ptr + pid_b * channels * state + dn, mask=mask_nd & is_last,
                 other=0.0).to(DTYPE)
     G += tl.load(carries_ptr + (pid_b * (segments - 1) + pid_s) * channels * state + nd,
                  mask=mask_nd & ~is_last, other=0.0).to(DTYPE)
@@ -671,41 +677,38 @@ def _rec_bwd_kernel(
 
     row = (pid_b * channels + offs_d) * length
     bc_row = ((pid_b * groups + group) * state + offs_n) * length
-    state_row = (pid_b * channels + offs_d[None, :]) * num_chunks
     tile = BLOCK_N * BLOCK_D
-    scratch = (scratch_ptr + ((pid_b * num_blocks + pid_d) * segments + pid_s) * CHUNK * tile
+    scratch = (scratch_ptr
+               + ((pid_b * num_blocks + pid_d) * segments + pid_s) * (CHUNK + 1) * tile
                + tl.arange(0, BLOCK_N)[:, None] * BLOCK_D + tl.arange(0, BLOCK_D)[None, :])
     c_begin = pid_s * seg_chunks
     c_end = tl.minimum(c_begin + seg_chunks, num_chunks)
     for cc in range(0, c_end - c_begin):
         c = c_end - 1 - cc
         # The state before this chunk: the saved end state of the one before, else h0 (or 0).
-        h_start = tl.load(states_ptr + (state_row + c - 1) * state + offs_n[:, None],
-                          mask=mask_nd & ((zero_nd + c) > 0), other=0.0).to(DTYPE)
+        h = tl.load(states_ptr + (pid_b * num_chunks + c - 1) * channels * state + nd,
+                    mask=mask_nd & ((zero_nd + c) > 0), other=0.0).to(DTYPE)
         if HAS_H0:
-            h_start += tl.load(h0_ptr + pid_b * channels * state + nd,
-                               mask=mask_nd & ((zero_nd + c) == 0), other=0.0).to(DTYPE)
+            h += tl.load(h0_ptr + pid_b * channels * state + dn,
+                         mask=mask_nd & ((zero_nd + c) == 0), other=0.0).to(DTYPE)
         p_begin = c * CHUNK
         p_end = tl.minimum(p_begin + CHUNK, length)
-        h = h_start
+        tl.store(scratch, h)
         for p in tl.range(p_begin, p_end, loop_unroll_factor=UNROLL):
             _, _, u, _, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row, bc_row, p,
                                                   length, mask_d, mask_n, HAS_BIAS, SOFTPLUS,
                                                   REVERSE, DTYPE)
             h = tl.exp2(A2 * dt[None, :]) * h + Bt[:, None] * (dt * u)[None, :]
-            tl.store(scratch + (p - p_begin) * tile, h)
+            tl.store(scratch + (p - p_begin + 1) * tile, h)
         # Scratch rows are read back below, possibly by other threads of the program.
         tl.debug_barrier()
         h_cur = h
         for j in tl.range(0, p_end - p_begin, loop_unroll_factor=UNROLL):
             p = p_end - 1 - j
-            i = p - p_begin
             pos, offs, u, x, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row,
                                                        bc_row, p, length, mask_d, mask_n,
                                                        HAS_BIAS, SOFTPLUS, REVERSE, DTYPE)
-            has_prev = (zero_nd + i) > 0
-            h_prev = tl.where(has_prev, tl.load(scratch + (i - 1) * tile, mask=has_prev,
-                                                other=0.0), h_start)
+            h_prev = tl.load(scratch + (p - p_begin) * tile)
             Ct = tl.load(C_ptr + bc_row + pos, mask=mask_n, other=0.0).to(DTYPE)
             dtu = dt * u
             bx = Bt[:, None] * dtu[None, :]
@@ -722,7 +725,7 @@ def _rec_bwd_kernel(
                 dR_acc -= dy[None, :] * bx
             dAA = g * dA * h_prev  # ∂L/∂Ā · Ā
             dbxB = tl.sum(dbx * Bt[:, None], axis=0)
-            ddt = dbxB * u + tl.sum(dAA * A, axis=0)
+            ddt = dbxB * u + tl.sum(dAA * A2, axis=0) * LN2
             du = dbxB * dt
             if HAS_D:
                 du += dy * Dv
@@ -747,7 +750,7 @@ def _rec_bwd_kernel(
         # The next (earlier) chunk overwrites the scratch rows just read.
         tl.debug_barrier()
 
-    tl.store(dh0_ptr + pid_b * channels * state + nd, G.to(dh0_ptr.dtype.element_ty),
+    tl.store(dh0_ptr + pid_b * channels * state + dn, G.to(dh0_ptr.dtype.element_ty),
              mask=mask_nd & ((zero_nd + pid_s) == 0))
     part = (pid_b * segments + pid_s) * channels * state + nd
     tl.store(dA_ptr + part, dA_acc.to(dA_ptr.dtype.element_ty), mask=mask_nd)
@@ -1172,36 +1175,40 @@ class _SelectiveScanRecurrentFn(torch.autograd.Function):
         acc, acc_tl = _compute_dtype(u)
         dev = u.device
         out = _empty((batch, channels, length), dtype=u.dtype, device=dev)
-        states = _empty((batch, channels, num_chunks, state), dtype=acc, device=dev)
+        # Channel-minor [state, channel] planes (see _rec_prologue).
+        states = _empty((batch, num_chunks, state, channels), dtype=acc, device=dev)
+        At = A.t().contiguous()
+        Rt = None if R is None else R.t().contiguous()
         h0 = None if initial_state is None else initial_state.contiguous()
         flags = dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
                      HAS_BIAS=delta_bias is not None, HAS_H0=h0 is not None,
                      SOFTPLUS=bool(delta_softplus), REVERSE=bool(reverse), BLOCK_D=block_d,
                      BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk_size, UNROLL=unroll,
                      DTYPE=acc_tl)
-        args = (u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+        args = (u, delta, At, Bg, Cg, _opt(D, u), _opt(Rt, u), _opt(z, u), _opt(delta_bias, u),
                 _opt(h0, u))
         sizes = (channels, length, state, groups, cpg, num_chunks, seg_chunks, nseg)
         starts = states
         if nseg > 1:
             # First pass: every segment but the last from zero, for its end state and decay.
-            ends = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
-            decay = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+            ends = _empty((batch, nseg, state, channels), dtype=acc, device=dev)
+            decay = _empty((batch, nseg, state, channels), dtype=acc, device=dev)
             _rec_fwd_kernel[(batch, num_blocks, nseg - 1)](
                 *args, states, out, states, ends, decay, *sizes, LOCAL=True, **flags, **launch)
             starts = _join_segments(ends, decay, reverse=False)
         _rec_fwd_kernel[(batch, num_blocks, nseg)](
             *args, starts, out, states, states, states, *sizes, LOCAL=False, **flags, **launch)
-        ctx.save_for_backward(u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states)
-        ctx.meta = (layouts, groups, cpg, num_chunks, segments, flags)
-        return out, states[:, :, -1].to(u.dtype)
+        ctx.save_for_backward(u, delta, At, Bg, Cg, D, Rt, z, delta_bias, h0, states)
+        ctx.meta = (layouts, groups, cpg, num_chunks, segments, flags, A.dtype,
+                    None if R is None else R.dtype)
+        return out, states[:, -1].transpose(1, 2).to(u.dtype)
 
     @staticmethod
     def backward(ctx, dout, dlast):
-        u, delta, A, Bg, Cg, D, R, z, delta_bias, h0, states = ctx.saved_tensors
-        layouts, groups, cpg, num_chunks, segments, flags = ctx.meta
+        u, delta, At, Bg, Cg, D, Rt, z, delta_bias, h0, states = ctx.saved_tensors
+        layouts, groups, cpg, num_chunks, segments, flags, A_dtype, R_dtype = ctx.meta
         batch, channels, length = u.shape
-        state = A.shape[1]
+        state = At.shape[0]
         block_d, num_blocks, nseg, seg_chunks, unroll, launch = _recurrent_launch(
             "scan_rec_bwd", cpg, batch, channels, num_chunks, segments)
         flags = dict(flags, BLOCK_D=block_d, UNROLL=unroll)
@@ -1212,10 +1219,10 @@ class _SelectiveScanRecurrentFn(torch.autograd.Function):
         sizes = (channels, length, state, groups, cpg, num_chunks, seg_chunks, nseg)
         carries = states
         if nseg > 1:
-            ends = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
-            decay = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
+            ends = _empty((batch, nseg, state, channels), dtype=acc, device=dev)
+            decay = _empty((batch, nseg, state, channels), dtype=acc, device=dev)
             _rec_bwd_carry_kernel[(batch, num_blocks, nseg - 1)](
-                delta, A, Cg, _opt(z, u), _opt(delta_bias, u), dout, dlast, ends, decay,
+                delta, At, Cg, _opt(z, u), _opt(delta_bias, u), dout, dlast, ends, decay,
                 *sizes, **{k: flags[k] for k in ("HAS_Z", "HAS_BIAS", "SOFTPLUS", "REVERSE",
                                                  "BLOCK_D", "BLOCK_N", "CHUNK", "UNROLL",
                                                  "DTYPE")}, **launch)
@@ -1230,25 +1237,25 @@ class _SelectiveScanRecurrentFn(torch.autograd.Function):
         else:
             dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
             dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
-        dA = _empty((batch, nseg, channels, state), dtype=acc, device=dev)
-        dR = _empty((batch, nseg, channels, state), dtype=acc, device=dev) \
-            if R is not None else None
+        dA = _empty((batch, nseg, state, channels), dtype=acc, device=dev)
+        dR = _empty((batch, nseg, state, channels), dtype=acc, device=dev) \
+            if Rt is not None else None
         dD = _empty((batch, nseg, channels), dtype=acc, device=dev) if D is not None else None
         dh0 = _empty((batch, channels, state), dtype=acc, device=dev)
         tile = flags["BLOCK_N"] * block_d
-        scratch = _empty((batch * num_blocks * nseg, flags["CHUNK"], tile), dtype=acc,
+        scratch = _empty((batch * num_blocks * nseg, flags["CHUNK"] + 1, tile), dtype=acc,
                          device=dev)
         _rec_bwd_kernel[(batch, num_blocks, nseg)](
-            u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
+            u, delta, At, Bg, Cg, _opt(D, u), _opt(Rt, u), _opt(z, u), _opt(delta_bias, u),
             _opt(h0, u), states, carries, dout, dlast, scratch,
             du, ddelta, _opt(dz, ddelta), dB, dC, dA, _opt(dR, dA), _opt(dD, dA), dh0,
             *sizes, num_blocks, **flags, ATOMIC=atomic, **launch)
         blocks = groups if atomic else num_blocks
-        return (du, ddelta.to(delta.dtype), dA.sum((0, 1)).to(A.dtype),
+        return (du, ddelta.to(delta.dtype), dA.sum((0, 1)).t().to(A_dtype),
                 _reduce_grouped(dB, layouts[0], groups, blocks),
                 _reduce_grouped(dC, layouts[1], groups, blocks),
                 None if D is None else dD.sum((0, 1)).to(D.dtype),
-                None if R is None else dR.sum((0, 1)).to(R.dtype),
+                None if Rt is None else dR.sum((0, 1)).t().to(R_dtype),
                 _grad(z, dz),
                 None if delta_bias is None else ddelta.sum(dim=(0, 2)).to(delta_bias.dtype),
                 _grad(h0, dh0), None, None, None, None)

@@ -39,6 +39,10 @@ def test_kernels_are_compiled():
     assert selective_scan(**inputs).is_cuda
 
 
+KERNELS = [pytest.param("chunked", id="chunked"), pytest.param("recurrent", id="recurrent")]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [
     pytest.param(dict(length=2048), id="mamba_length2048"),
@@ -47,17 +51,30 @@ def test_kernels_are_compiled():
     pytest.param(dict(length=289, channels=16, options=("D", "R", "z", "delta_bias")),
                  id="geomano_latent_289"),
 ])
-def test_compiled_1d_matches_reference(dtype, case):
-    """Default chunk size (64), state 16: many chunks, the carry crossing each boundary."""
+def test_compiled_1d_matches_reference(dtype, case, kernel):
+    """Default chunk size, state 16: many chunks, the carry crossing each boundary; the
+    recurrent kernel with its default segments (several at these sizes)."""
     case = dict(case)
     length = case.pop("length")
     flags = dict(reverse=case.pop("reverse", False),
                  return_last_state=case.pop("return_last_state", False))
     inputs = make_inputs((length,), **{"batch": 2, "channels": 4, "state": 16, "dtype": dtype,
                                       **case})
-    fast = run_with_grads(selective_scan, inputs, backend="triton", **flags)
+    fast = run_with_grads(scan_triton.selective_scan_triton, inputs, kernel=kernel, **flags)
     ref = run_with_grads(selective_scan_ref, inputs, **flags)
     assert_matches(fast, ref, dtype)
+
+
+@pytest.mark.parametrize("segments", [1, 3, 16])
+def test_compiled_recurrent_segments(segments):
+    """The recurrent kernel with one, three and sixteen segments, several channel blocks,
+    grouped B/C, every option: float32 values and gradients."""
+    inputs = make_inputs((700,), batch=2, channels=96, groups=3, state=16)
+    flags = dict(reverse=True, return_last_state=True)
+    fast = run_with_grads(scan_triton.selective_scan_triton, inputs, kernel="recurrent",
+                          segments=segments, **flags)
+    ref = run_with_grads(selective_scan_ref, inputs, **flags)
+    assert_matches(fast, ref, torch.float32)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -82,11 +99,12 @@ def test_long_sequence_stays_finite_and_exact():
     overflow, and still matches the reference (forward; the reference backward is too slow)."""
     inputs = {k: v.cuda() for k, v in make_inputs((16384,), batch=1, channels=2, state=16,
                                                   options=("D", "z", "delta_bias")).items()}
-    out = selective_scan(**inputs, backend="triton")
     ref = selective_scan_ref(**inputs)
-    assert torch.isfinite(out).all()
     rtol, atol = TOLERANCES[torch.float32]["fwd"]
-    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
+    for kernel in ("chunked", "recurrent"):
+        out = scan_triton.selective_scan_triton(**inputs, kernel=kernel)
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out, ref, rtol=rtol, atol=atol, msg=kernel)
 
 
 def test_model_backends_agree_on_gpu():
