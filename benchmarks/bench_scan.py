@@ -297,6 +297,17 @@ def gpu_main(repeats, two_d=True) -> dict:
               "mamba_ssm_missing": None if peer else peer_version, "1d": {}, "2d": {}}
     print(f"GPU: {props.name}; torch {torch.__version__}, triton {triton.__version__}, "
           f"mamba-ssm {peer_version}. CUDA-event medians of {repeats} rounds.")
+    kernels = dict(TRITON_1D)
+    for name in TRITON_1D:
+        # A kernel that fails to compile or run on this GPU is reported, not fatal: the other
+        # one and mamba-ssm are still timed.
+        try:
+            for dtype in (torch.float32, torch.bfloat16):
+                cuda_call(name, gpu_inputs_1d(2, 64, 16, 100, dtype), True)()
+        except Exception as error:  # noqa: BLE001 - reported in the result and the log
+            result[f"{name}_error"] = f"{type(error).__name__}: {error}"[:2000]
+            print(f"Triton {TRITON_1D[name]} kernel failed: {result[f'{name}_error']}")
+            kernels.pop(name)
     print("| 1D scan | dtype | pass | chunked ms | recurrent ms | mamba-ssm ms | chunked / mamba "
           "| recurrent / mamba | MiB chunked, recurrent, mamba | max rel diff chunked, "
           "recurrent |")
@@ -308,34 +319,33 @@ def gpu_main(repeats, two_d=True) -> dict:
             if peer is not None:
                 with torch.no_grad():
                     theirs = cuda_call("mamba", inputs, False, peer)().float()
-                    for name in TRITON_1D:
+                    for name in kernels:
                         ours = cuda_call(name, inputs, False)().float()
                         diffs[name] = float((ours - theirs).abs().max() / theirs.abs().max())
             for backward in (False, True):
-                calls = {name: cuda_call(name, inputs, backward) for name in TRITON_1D}
+                calls = {name: cuda_call(name, inputs, backward) for name in kernels}
                 if peer is not None:
                     calls["mamba"] = cuda_call("mamba", inputs, backward, peer)
                 row = cuda_compare(calls, repeats)
-                if peer is not None:
-                    row["speed_ratio"] = row["mamba"]["seconds"] / row["triton"]["seconds"]
-                    row["speed_ratio_recurrent"] = (row["mamba"]["seconds"]
-                                                    / row["recurrent"]["seconds"])
-                    row["max_rel_diff_forward"] = diffs["triton"]
-                    row["max_rel_diff_forward_recurrent"] = diffs["recurrent"]
+                for name in kernels if peer is not None else ():
+                    suffix = "" if name == "triton" else f"_{name}"
+                    row[f"speed_ratio{suffix}"] = row["mamba"]["seconds"] / row[name]["seconds"]
+                    row[f"max_rel_diff_forward{suffix}"] = diffs[name]
                 passes = "fwd_bwd" if backward else "fwd"
                 key = f"{case}_{str(dtype).removeprefix('torch.')}_{passes}"
                 row["shape"] = dict(batch=batch, channels=channels, state=state, length=length)
                 result["1d"][key] = row
                 nan = float("nan")
-                mamba = row.get("mamba", {})
+                mamba, chunked, recurrent = (row.get(k, {}) for k in ("mamba", "triton",
+                                                                       "recurrent"))
                 print(f"| {case} {batch}x{channels}x{state}x{length} | {dtype} | "
                       f"{'fwd+bwd' if backward else 'fwd'} | "
-                      f"{row['triton']['seconds'] * 1e3:.3f} | "
-                      f"{row['recurrent']['seconds'] * 1e3:.3f} | "
+                      f"{chunked.get('seconds', nan) * 1e3:.3f} | "
+                      f"{recurrent.get('seconds', nan) * 1e3:.3f} | "
                       f"{mamba.get('seconds', nan) * 1e3:.3f} | "
                       f"{row.get('speed_ratio', nan):.2f} | "
                       f"{row.get('speed_ratio_recurrent', nan):.2f} | "
-                      f"{row['triton']['peak_mib']:.0f}, {row['recurrent']['peak_mib']:.0f}, "
+                      f"{chunked.get('peak_mib', nan):.0f}, {recurrent.get('peak_mib', nan):.0f}, "
                       f"{mamba.get('peak_mib', nan):.0f} | "
                       f"{diffs.get('triton', nan):.1e}, {diffs.get('recurrent', nan):.1e} |",
                       flush=True)
@@ -435,7 +445,7 @@ def _gpu_rows(result: dict) -> list[str]:
         dtype = "bfloat16" if "bfloat16" in key else "float32"
         # Files from before the recurrent kernel hold the chunked one alone, as "Triton".
         kernels = [("triton", "speed_ratio", "Triton chunked" if "recurrent" in row else
-                    "Triton")]
+                    "Triton")] if "triton" in row else []
         if "recurrent" in row:
             kernels.append(("recurrent", "speed_ratio_recurrent", "Triton recurrent"))
         for name, ratio, label in kernels:
