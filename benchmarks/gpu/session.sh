@@ -107,7 +107,7 @@ test)
         tests/kernels/test_cross_scan.py -W ignore::DeprecationWarning
     ;;
 tune|bench)
-    timeout 60 bash "$0" wait-build
+    bash "$0" wait-build
     if [ "$step" = tune ]; then
         python3 -m benchmarks.gpu.tune_scan --budget "${2:-240}" --out "$LOGS/tune.json"
     else
