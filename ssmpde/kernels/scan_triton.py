@@ -76,9 +76,10 @@ TUNING: dict[str, dict] = {
     # programs; an H100 has 132 SMs). Not yet timed on a GPU: chosen from the registers of the
     # sm_90 build (benchmarks/gpu/kernel_resources.py): 32 channels on 2 warps put a channel's
     # 16 states on 2 threads, the backward fits in 222 registers without spilling (one thread
-    # per channel spills), and unrolling spills the forward.
-    "scan_rec_fwd": dict(max_block_d=32, num_warps=2, unroll=1, min_programs=1056),
-    "scan_rec_bwd": dict(max_block_d=32, num_warps=2, unroll=1, min_programs=1056),
+    # per channel spills), and unrolling spills the forward. 1024 programs: 256 sequences of
+    # length 64 at 128 channels run unsegmented (one launch: short sequences are launch-bound).
+    "scan_rec_fwd": dict(max_block_d=32, num_warps=2, unroll=1, min_programs=1024),
+    "scan_rec_bwd": dict(max_block_d=32, num_warps=2, unroll=1, min_programs=1024),
     "scan_2d_fwd": dict(max_block_d=4),
     "scan_2d_bwd": dict(max_block_d=4),
 }
