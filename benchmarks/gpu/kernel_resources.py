@@ -8,6 +8,11 @@ recurrent kernels' defaults in ``scan_triton.TUNING`` were chosen from this tabl
 
     python -m benchmarks.gpu.kernel_resources               # sm_90 (H100), float32
     python -m benchmarks.gpu.kernel_resources --arch 90 --dtype bf16
+    python -m benchmarks.gpu.kernel_resources --variants    # every option set compiles?
+
+``--variants`` compiles the recurrent kernels at their default tuning for every combination of
+options (all on / all off, forward / reverse, atomics or partials) with float32, bfloat16 and
+float64 inputs, and exits 1 if one fails: a compile error found here costs no device time.
 
 Each line: kernel, channels per program, warps, unroll; registers per thread, stack bytes per
 thread (spills), shared memory bytes. Inputs: D, z, delta_bias and softplus, as in
@@ -49,18 +54,61 @@ def resources(fn, constants, num_warps, pointer, arch):
             int(stack.group(1)) if stack else None, compiled.metadata.shared)
 
 
+def variants(st, tl, arch) -> int:
+    """Compile the recurrent kernels for every option set; print each; return the failures."""
+    import itertools
+
+    failed = 0
+    fwd, bwd = st.TUNING["scan_rec_fwd"], st.TUNING["scan_rec_bwd"]
+    for on, reverse, (pointer, dtype) in itertools.product(
+            (True, False), (True, False),
+            (("*fp32", tl.float32), ("*bf16", tl.float32), ("*fp64", tl.float64))):
+        flags = dict(HAS_D=on, HAS_R=on, HAS_Z=on, HAS_BIAS=on, HAS_H0=on, SOFTPLUS=on,
+                     REVERSE=reverse, DTYPE=dtype, BLOCK_N=16, CHUNK=st.RECURRENT_CHUNK_SIZE)
+        carry = {k: flags[k] for k in ("HAS_Z", "HAS_BIAS", "SOFTPLUS", "REVERSE", "DTYPE",
+                                       "BLOCK_N", "CHUNK")}
+        for name, fn, constants, tuning in (
+                ("fwd", st._rec_fwd_kernel, dict(flags, LOCAL=False), fwd),
+                ("fwd, first pass", st._rec_fwd_kernel, dict(flags, LOCAL=True), fwd),
+                ("bwd", st._rec_bwd_kernel, dict(flags, ATOMIC=on), bwd),
+                ("bwd, first pass", st._rec_bwd_carry_kernel, carry, bwd)):
+            constants = dict(constants, BLOCK_D=tuning["max_block_d"], UNROLL=tuning["unroll"])
+            label = (f"{name:16s} options {'on ' if on else 'off'} "
+                     f"{'reverse' if reverse else 'forward'} {pointer[1:]}")
+            try:
+                registers, stack, shared = resources(fn, constants, tuning["num_warps"],
+                                                     pointer, arch)
+                print(f"{label}: {registers} registers, {stack} B stack, {shared} B shared",
+                      flush=True)
+            except Exception as error:  # noqa: BLE001 - report every failing variant
+                failed += 1
+                print(f"{label}: FAILED {type(error).__name__}: {str(error)[-300:]}", flush=True)
+    for pointer in ("*fp32", "*fp64"):
+        print(f"carry {pointer[1:]}:",
+              resources(st._carry_kernel, dict(REVERSE=True, BLOCK=st._CARRY_BLOCK), 4,
+                        pointer, arch))
+    print(f"{failed} variants failed")
+    return failed
+
+
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability, 90 = H100")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
                         help="the inputs' dtype (the kernels accumulate in float32)")
     parser.add_argument("--unroll", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--variants", action="store_true",
+                        help="compile every option set of the recurrent kernels instead")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         parser.error("unset TRITON_INTERPRET: the interpreter compiles nothing")
     import triton.language as tl
 
     from ssmpde.kernels import scan_triton as st
+
+    if args.variants:
+        failed = variants(st, tl, args.arch)
+        raise SystemExit(1 if failed else 0)
 
     flags = dict(HAS_D=True, HAS_R=False, HAS_Z=True, HAS_BIAS=True, HAS_H0=False,
                  SOFTPLUS=True, REVERSE=False, DTYPE=tl.float32, BLOCK_N=16)

@@ -694,13 +694,13 @@ def _rec_bwd_kernel(
                          mask=mask_nd & ((zero_nd + c) == 0), other=0.0).to(DTYPE)
         p_begin = c * CHUNK
         p_end = tl.minimum(p_begin + CHUNK, length)
-        tl.store(scratch, h)
+        tl.store(scratch, h.to(scratch_ptr.dtype.element_ty))
         for p in tl.range(p_begin, p_end, loop_unroll_factor=UNROLL):
             _, _, u, _, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row, bc_row, p,
                                                   length, mask_d, mask_n, HAS_BIAS, SOFTPLUS,
                                                   REVERSE, DTYPE)
             h = tl.exp2(A2 * dt[None, :]) * h + Bt[:, None] * (dt * u)[None, :]
-            tl.store(scratch + (p - p_begin + 1) * tile, h)
+            tl.store(scratch + (p - p_begin + 1) * tile, h.to(scratch_ptr.dtype.element_ty))
         # Scratch rows are read back below, possibly by other threads of the program.
         tl.debug_barrier()
         h_cur = h
@@ -709,7 +709,7 @@ def _rec_bwd_kernel(
             pos, offs, u, x, dt, Bt = _rec_step_inputs(u_ptr, delta_ptr, B_ptr, bias, row,
                                                        bc_row, p, length, mask_d, mask_n,
                                                        HAS_BIAS, SOFTPLUS, REVERSE, DTYPE)
-            h_prev = tl.load(scratch + (p - p_begin) * tile)
+            h_prev = tl.load(scratch + (p - p_begin) * tile).to(DTYPE)
             Ct = tl.load(C_ptr + bc_row + pos, mask=mask_n, other=0.0).to(DTYPE)
             dtu = dt * u
             bx = Bt[:, None] * dtu[None, :]
