@@ -27,7 +27,10 @@
 #
 #   bash benchmarks/gpu/session.sh wheels   # then carry .whl (ignored by git)
 #
-# `all` is one call of the device tool (carry .whl; timeout_s 540):
+# Before a device session, on the CPU machine: `bash benchmarks/gpu/session.sh wheels` and
+# `python -m benchmarks.gpu.kernel_resources --variants` (every recurrent kernel variant
+# compiles for sm_90; no GPU needed). Then `all` is one call of the device tool (carry .whl;
+# timeout_s 540):
 #   1. setup (about 20 s), then the mamba-ssm build (about 2 minutes, detached) beside the
 #      compiled tests of the recurrent 1D kernels (test.log; cut at 150 s);
 #   2. the recurrent kernels' tuning sweep at Mamba's size, float32 (tune_recurrent.json; 80 s);
