@@ -586,7 +586,7 @@ def _carry_kernel(ends_ptr, decay_ptr, out_ptr, per_batch, segments, REVERSE: tl
 
 
 @triton.jit
-def _rec_dy(dout_ptr, z_ptr, y, z, offs, mask_d, HAS_Z: tl.constexpr, DTYPE: tl.constexpr):
+def _rec_dy(dout_ptr, y, z, offs, mask_d, HAS_Z: tl.constexpr, DTYPE: tl.constexpr):
     """``(dy, dz)``: the cotangent of ``y`` (before the gate) and of the gate input."""
     dout = tl.load(dout_ptr + offs, mask=mask_d, other=0.0).to(DTYPE)
     if HAS_Z:
@@ -630,7 +630,7 @@ def _rec_bwd_carry_kernel(
         z = (offs_d * 0).to(DTYPE)
         if HAS_Z:
             z = tl.load(z_ptr + offs, mask=mask_d, other=0.0).to(DTYPE)
-        dy, _ = _rec_dy(dout_ptr, z_ptr, z, z, offs, mask_d, HAS_Z, DTYPE)
+        dy, _ = _rec_dy(dout_ptr, z, z, offs, mask_d, HAS_Z, DTYPE)  # dy needs no y
         G = tl.exp2(A2 * dt[None, :]) * (G + Ct[:, None] * dy[None, :])
         total += dt
     seg = (pid_b * segments + s) * channels * state + nd
@@ -715,7 +715,7 @@ def _rec_bwd_kernel(
             bx = Bt[:, None] * dtu[None, :]
             y, z = _rec_output(h_cur, Ct, bx, R, Dv, u, z_ptr, offs, mask_d, HAS_R, HAS_D,
                                HAS_Z, DTYPE)
-            dy, dz = _rec_dy(dout_ptr, z_ptr, y, z, offs, mask_d, HAS_Z, DTYPE)
+            dy, dz = _rec_dy(dout_ptr, y, z, offs, mask_d, HAS_Z, DTYPE)
             if HAS_Z:
                 tl.store(dz_ptr + offs, dz.to(dz_ptr.dtype.element_ty), mask=mask_d)
             dA = tl.exp2(A2 * dt[None, :])
