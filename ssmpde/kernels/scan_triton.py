@@ -1043,6 +1043,37 @@ def _grad(x, g):
     return None if x is None else g.to(x.dtype)
 
 
+def _scan_1d_flags(D, R, z, delta_bias, h0, delta_softplus, reverse, block_d, state, chunk_size,
+                   acc_tl, **extra):
+    """The compile-time flags of the 1D kernels (``extra``: a kernel's own, as ``UNROLL``)."""
+    return dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
+                HAS_BIAS=delta_bias is not None, HAS_H0=h0 is not None,
+                SOFTPLUS=bool(delta_softplus), REVERSE=bool(reverse), BLOCK_D=block_d,
+                BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk_size, DTYPE=acc_tl, **extra)
+
+
+def _position_gradients(u, groups, num_blocks, state, acc, has_z):
+    """``(du, ddelta, dz, dB, dC, atomic)``: the per-position gradient buffers of a 1D backward.
+
+    dB, dC are added atomically into zeroed ``[batch, groups, state, L]`` unless the user asked
+    torch for deterministic algorithms; then each channel block writes its own partial
+    ``[batch, blocks, state, L]`` (summed by :func:`_reduce_grouped`).
+    """
+    batch, _, length = u.shape
+    dev = u.device
+    du = _empty(u.shape, dtype=u.dtype, device=dev)
+    ddelta = _empty(u.shape, dtype=acc, device=dev)
+    dz = _empty(u.shape, dtype=acc, device=dev) if has_z else None
+    atomic = not torch.are_deterministic_algorithms_enabled()
+    if atomic:
+        dB = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
+        dC = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
+    else:
+        dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+    return du, ddelta, dz, dB, dC, atomic
+
+
 class _SelectiveScanFn(torch.autograd.Function):
     """1D selective scan: Triton forward, Triton backward that recomputes chunk states."""
 
@@ -1061,10 +1092,8 @@ class _SelectiveScanFn(torch.autograd.Function):
         out = _empty((batch, channels, length), dtype=u.dtype, device=u.device)
         states = _empty((batch, channels, num_chunks, state), dtype=acc, device=u.device)
         h0 = None if initial_state is None else initial_state.contiguous()
-        flags = dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
-                     HAS_BIAS=delta_bias is not None, HAS_H0=h0 is not None,
-                     SOFTPLUS=bool(delta_softplus), REVERSE=bool(reverse), BLOCK_D=block_d,
-                     BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk_size, DTYPE=acc_tl)
+        flags = _scan_1d_flags(D, R, z, delta_bias, h0, delta_softplus, reverse, block_d, state,
+                               chunk_size, acc_tl)
         _scan_fwd_kernel[(batch, num_blocks)](
             u, delta, A, Bg, Cg, _opt(D, u), _opt(R, u), _opt(z, u), _opt(delta_bias, u),
             _opt(h0, u), out, states,
@@ -1087,17 +1116,8 @@ class _SelectiveScanFn(torch.autograd.Function):
         dev = u.device
         dout = dout.contiguous()
         dlast = dlast.to(acc).contiguous()
-        du = _empty(u.shape, dtype=u.dtype, device=dev)
-        ddelta = _empty(u.shape, dtype=acc, device=dev)
-        dz = _empty(u.shape, dtype=acc, device=dev) if z is not None else None
-        # Atomics unless the user asked torch for deterministic algorithms.
-        atomic = not torch.are_deterministic_algorithms_enabled()
-        if atomic:
-            dB = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
-            dC = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
-        else:
-            dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
-            dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        du, ddelta, dz, dB, dC, atomic = _position_gradients(u, groups, num_blocks, state, acc,
+                                                             z is not None)
         dA = _empty((batch, channels, state), dtype=acc, device=dev)
         dR = _empty((batch, channels, state), dtype=acc, device=dev) if R is not None else None
         dD = _empty((batch, channels), dtype=acc, device=dev) if D is not None else None
@@ -1181,11 +1201,8 @@ class _SelectiveScanRecurrentFn(torch.autograd.Function):
         At = A.t().contiguous()
         Rt = None if R is None else R.t().contiguous()
         h0 = None if initial_state is None else initial_state.contiguous()
-        flags = dict(HAS_D=D is not None, HAS_R=R is not None, HAS_Z=z is not None,
-                     HAS_BIAS=delta_bias is not None, HAS_H0=h0 is not None,
-                     SOFTPLUS=bool(delta_softplus), REVERSE=bool(reverse), BLOCK_D=block_d,
-                     BLOCK_N=triton.next_power_of_2(state), CHUNK=chunk_size, UNROLL=unroll,
-                     DTYPE=acc_tl)
+        flags = _scan_1d_flags(D, R, z, delta_bias, h0, delta_softplus, reverse, block_d, state,
+                               chunk_size, acc_tl, UNROLL=unroll)
         args = (u, delta, At, Bg, Cg, _opt(D, u), _opt(Rt, u), _opt(z, u), _opt(delta_bias, u),
                 _opt(h0, u))
         sizes = (channels, length, state, groups, cpg, num_chunks, seg_chunks, nseg)
@@ -1228,16 +1245,8 @@ class _SelectiveScanRecurrentFn(torch.autograd.Function):
                                                  "BLOCK_D", "BLOCK_N", "CHUNK", "UNROLL",
                                                  "DTYPE")}, **launch)
             carries = _join_segments(ends, decay, reverse=True)
-        du = _empty(u.shape, dtype=u.dtype, device=dev)
-        ddelta = _empty(u.shape, dtype=acc, device=dev)
-        dz = _empty(u.shape, dtype=acc, device=dev) if z is not None else None
-        atomic = not torch.are_deterministic_algorithms_enabled()
-        if atomic:
-            dB = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
-            dC = torch.zeros((batch, groups, state, length), dtype=acc, device=dev)
-        else:
-            dB = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
-            dC = _empty((batch, num_blocks, state, length), dtype=acc, device=dev)
+        du, ddelta, dz, dB, dC, atomic = _position_gradients(u, groups, num_blocks, state, acc,
+                                                             z is not None)
         dA = _empty((batch, nseg, state, channels), dtype=acc, device=dev)
         dR = _empty((batch, nseg, state, channels), dtype=acc, device=dev) \
             if Rt is not None else None
