@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -248,6 +249,12 @@ def entry_point(workload: str) -> Callable[[Callable], Callable]:
         raise ValueError(f"workload must be one of {WORKLOADS}, got {workload!r}")
 
     def decorate(function: Callable) -> Callable:
+        # A decorator that lands on the wrong function (one inserted between it and the entry
+        # point) would apply no policy at all: refuse a function that takes no ``threads``.
+        if "threads" not in inspect.signature(function).parameters:
+            raise TypeError(f"@entry_point({workload!r}) decorates {function.__qualname__}, "
+                            "which takes no 'threads' argument: put it on the entry point")
+
         @functools.wraps(function)
         def run(*args, **kwargs):
             with limited(kwargs.get("threads"), workload=workload):

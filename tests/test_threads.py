@@ -4,6 +4,7 @@ points applying it."""
 
 import doctest
 import importlib
+import inspect
 
 import numba
 import pytest
@@ -179,3 +180,19 @@ def test_solvers_plan_with_at_most_the_policy_count():
     with threads.limited(1):
         assert solver_threads() == 1
     assert solver_threads() <= default_threads()
+
+
+def test_entry_point_refuses_a_function_without_threads():
+    with pytest.raises(TypeError, match="takes no 'threads' argument"):
+        @threads.entry_point("rollout")
+        def title(solver: str) -> str:
+            return solver
+
+
+def test_every_entry_point_is_wrapped_by_the_policy():
+    from ssmpde.coupling.run import run_rollout
+    from ssmpde.generation import generate
+    from ssmpde.surrogates.train import evaluate, train
+
+    for function in (run_rollout, generate, train, evaluate):
+        assert "threads" in inspect.signature(function.__wrapped__).parameters, function

@@ -125,13 +125,13 @@ def _check_generators(steppers, data_config: Mapping, data: Path, *,
     return allowed
 
 
-@entry_point("rollout")
 def pareto_title(solver: str, steps: int, samples: int) -> str:
     """The title of a rollout's Pareto figure (``rollout --pareto``, the benchmarks')."""
     return (f"{solver}: error after {counted(steps, 'step')} against wall time "
             f"({counted(samples, 'sample')})")
 
 
+@entry_point("rollout")
 def run_rollout(checkpoint, *, steps: int, schedules: list[str], data=None,
                 samples: str = "0", out=None, plot=None, overwrite: bool = False,
                 coarse=None, pareto=None, executor=None, correctors=(),

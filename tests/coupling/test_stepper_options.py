@@ -83,3 +83,37 @@ def test_rollout_command_passes_compile_precision_and_threads(run, compile_calls
     assert status == 0, capsys.readouterr().err
     assert compile_calls == ["aot_eager"]
     assert "| surrogate | surrogate |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("threads, torch_threads, numba_threads", [
+    (None, 1, None),  # the rollout default: one torch thread, numba and FFTW at every core
+    (1, 1, 1),
+    (2, 2, 2),
+])
+def test_rollout_runs_under_the_thread_policy(run, monkeypatch, threads, torch_threads,
+                                              numba_threads):
+    """What the surrogate's steps and the solver's steps really run on, observed inside the
+    rollout (not the argument: a decorator on the wrong function once made ``threads`` a
+    no-op that a test of the argument did not notice)."""
+    import numba
+    import torch
+
+    from ssmpde.coupling.run import run_rollout
+
+    monkeypatch.delenv("SSMPDE_THREADS", raising=False)
+    seen = set()
+    surrogate_step = SurrogateStepper.step
+
+    def observed_surrogate(self, *args, **kwargs):
+        seen.add((torch.get_num_threads(), numba.get_num_threads()))
+        return surrogate_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(SurrogateStepper, "step", observed_surrogate)
+    before = torch.get_num_threads(), numba.get_num_threads()
+    rows = run_rollout(run, steps=2, schedules=["solver", "surrogate"], coarse=[],
+                       threads=threads)
+    assert {row["schedule"] for row in rows} >= {"solver", "surrogate"}
+    expected_numba = numba.config.NUMBA_NUM_THREADS if numba_threads is None else min(
+        numba_threads, numba.config.NUMBA_NUM_THREADS)
+    assert seen == {(torch_threads, expected_numba)}
+    assert (torch.get_num_threads(), numba.get_num_threads()) == before  # restored
