@@ -43,13 +43,40 @@ def cpu_model() -> str:
     return platform.processor()
 
 
+def revision(root: Path = REPO) -> dict:
+    """The commit the code runs at and whether the tree differs from it.
+
+    ``{"commit": full hash or None (not a git checkout), "dirty": the tracked files changed
+    since that commit (benchmark results aside: a benchmark writes there itself), or None}``.
+    A result from a dirty tree is marked so in the table (:func:`when`): nobody can check out
+    the code that produced it.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no") or ""
+    results = RESULTS.resolve().relative_to(Path(root).resolve()).as_posix() + "/"
+    changed = sorted(line[3:] for line in status.splitlines()
+                     if line[3:] and not line[3:].startswith(results))
+    return {"commit": commit.strip(), "dirty": changed}
+
+
 def header(name: str) -> dict:
-    """The fields every result file starts with: what, when, on what machine."""
+    """The fields every result file starts with: what, at which commit (and whether the tree
+    was dirty: :func:`revision`), when, on what machine."""
     import numpy as np
 
     import ssmpde
 
-    return {"benchmark": name,
+    return {"benchmark": name, **revision(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"platform": platform.platform(), "processor": cpu_model(),
                         "cpus": os.cpu_count(), "python": platform.python_version()},
@@ -228,10 +255,17 @@ def portable_path(path: str | os.PathLike, start: str | os.PathLike = REPO) -> s
 
 
 def when(result: dict) -> str:
-    """The results table's "measured" cell: the date and the machine of a result."""
+    """The results table's "measured" cell: the date, the machine and the commit of a result
+    (``+dirty`` when the tree had uncommitted changes; ``≤`` for a commit recorded after the
+    fact: the commit that stored the file, for results older than :func:`revision`)."""
     machine = result.get("machine", {})
     cpu = machine.get("processor") or "CPU"
-    return f"{result['date'][:10]}, {machine.get('cpus', '?')} × {cpu}"
+    cell = f"{result['date'][:10]}, {machine.get('cpus', '?')} × {cpu}"
+    commit = result.get("commit")
+    if commit:
+        before = "≤" if result.get("commit_recorded") == "backfilled" else ""
+        cell += f", at {before}{commit[:7]}{'+dirty' if result.get('dirty') else ''}"
+    return cell
 
 
 def table_row(*cells: str) -> str:

@@ -89,3 +89,39 @@ def test_each_section_module_formats_its_rows():
 
     for name, module in SECTIONS:
         assert callable(importlib.import_module(module).rows), (name, module)
+
+
+def test_every_result_file_records_its_commit_and_whether_the_tree_was_dirty():
+    from benchmarks.common import RESULTS
+
+    for path in sorted(RESULTS.glob("*.json")):
+        result = json.loads(path.read_text())
+        assert len(result.get("commit") or "") == 40, path.name
+        assert "dirty" in result, path.name
+        if result.get("commit_recorded") != "backfilled":
+            assert isinstance(result["dirty"], list), path.name
+
+
+def test_revision_marks_a_dirty_tree_and_leaves_results_out(tmp_path, monkeypatch):
+    from benchmarks import common
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "a.json").write_text("{}")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    monkeypatch.setattr(common, "RESULTS", results)
+    clean = common.revision(tmp_path)
+    assert len(clean["commit"]) == 40 and clean["dirty"] == []
+    (results / "a.json").write_text('{"new": 1}')  # a benchmark writing its own result
+    assert common.revision(tmp_path)["dirty"] == []
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert common.revision(tmp_path)["dirty"] == ["code.py"]
+    row = common.when({"date": "2026-11-29T00:00:00", "machine": {"cpus": 2, "processor": "X"},
+                       **common.revision(tmp_path)})
+    assert row.endswith(f"at {clean['commit'][:7]}+dirty"), row
