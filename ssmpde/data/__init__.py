@@ -27,8 +27,14 @@ it complete. Readers refuse a store that still has a progress record.
 
 Every name is importable from ``ssmpde.data``; the modules underneath, each one concept, are
 
-* :mod:`ssmpde.data.schema`: dimension names, roles, attributes, coordinates,
-  :func:`build_dataset`, :func:`validate`;
+* :mod:`ssmpde.data.schema`: :func:`build_dataset` and :func:`roles_of`, and every name of
+  the schema's parts below, re-exported;
+* :mod:`ssmpde.data.coordinates`: dimension names and coordinates;
+* :mod:`ssmpde.data.roles`: what each variable is (roles, vector components);
+* :mod:`ssmpde.data.boundary`: boundary conditions;
+* :mod:`ssmpde.data.global_attrs`: global attributes and the generator config;
+* :mod:`ssmpde.data.validation`: :func:`validate`;
+* :mod:`ssmpde.data.errors`: :class:`SchemaError` and :class:`DatasetFileError`;
 * :mod:`ssmpde.data.outputs`: atomic writes, write locks and full disks for any output;
 * :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
   policy;

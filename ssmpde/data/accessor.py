@@ -11,8 +11,9 @@ from typing import Any
 
 import xarray as xr
 
+from .errors import _schema_error
 from .files import save
-from .schema import _schema_error, config_of, validate
+from .schema import config_of, validate
 from .summary import describe
 
 __all__ = ["SsmpdeAccessor"]

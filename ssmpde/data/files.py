@@ -36,7 +36,8 @@ from .integrity import (GuardedNetCDF4Backend, GuardedZarrBackend, guard, missin
                         missing_chunks_error)
 from .outputs import atomic_path, block_size, output_lock, remove_stale_temporaries
 from .progress import PROGRESS_ATTR, _root_attributes, store_progress
-from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
+from .schema import SAMPLE, DatasetFileError
+from .validation import _raise_if_invalid
 
 __all__ = [
     "FIGURE_FORMATS",

@@ -26,7 +26,8 @@ from .files import (
 )
 from .outputs import atomic_path
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
-from .schema import SAMPLE, DatasetFileError, _raise_if_invalid
+from .schema import SAMPLE, DatasetFileError
+from .validation import _raise_if_invalid
 
 __all__ = ["create_store", "finish_store", "update_store_progress", "write_store_region"]
 

@@ -25,11 +25,10 @@ from .schema import (
     X,
     Y,
     SchemaError,
-    _count_nonfinite,
-    _raise_if_invalid,
     config_of,
     vectors_of,
 )
+from .validation import _count_nonfinite, _raise_if_invalid
 
 __all__ = ["describe"]
 
