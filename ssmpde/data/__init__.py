@@ -36,8 +36,9 @@ Every name is importable from ``ssmpde.data``; the modules underneath, each one 
 * :mod:`ssmpde.data.validation`: :func:`validate`;
 * :mod:`ssmpde.data.errors`: :class:`SchemaError` and :class:`DatasetFileError`;
 * :mod:`ssmpde.data.outputs`: atomic writes, write locks and full disks for any output;
-* :mod:`ssmpde.data.files`: netCDF4 and zarr files (save, open, load, convert) and the output
-  policy;
+* :mod:`ssmpde.data.files`: writing netCDF4 and zarr files (save, convert);
+* :mod:`ssmpde.data.reading`: reading them (open, load);
+* :mod:`ssmpde.data.output_policy`: the output policy of every command (:func:`check_output`);
 * :mod:`ssmpde.data.integrity`: what every reader checks (missing and undecodable chunks,
   dimension order) and :func:`check_file`;
 * :mod:`ssmpde.data.formats`: the foreign formats (:mod:`ssmpde.data.formats.pdebench`, ...)
@@ -57,24 +58,17 @@ coordinate comes back with the dtype, values and ``units`` attribute it was writ
 from __future__ import annotations
 
 from .accessor import SsmpdeAccessor
-from .files import (
-    FIGURE_FORMATS,
-    NETCDF_COMPRESSION,
-    NETCDF_SUFFIXES,
-    ZARR_FORMAT,
-    ZARR_SUFFIXES,
-    Conversion,
-    check_output,
-    convert,
-    figure_metadata,
-    is_ssmpde_output,
-    load_dataset,
-    open_dataset,
-    save,
-    size_bound,
-)
+from .files import NETCDF_COMPRESSION, ZARR_FORMAT, Conversion, convert, save, size_bound
 from .check import IntegrityReport, check_file
 from .integrity import DamagedChunk
+from .output_policy import (
+    FIGURE_FORMATS,
+    NETCDF_SUFFIXES,
+    ZARR_SUFFIXES,
+    check_output,
+    figure_metadata,
+    is_ssmpde_output,
+)
 from .outputs import (
     DiskFullError,
     OutputLockedError,
@@ -88,6 +82,7 @@ from .outputs import (
     remove_stale_temporaries,
 )
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
+from .reading import load_dataset, open_dataset
 from .schema import (
     BOUNDARY_CONDITIONS,
     BOUNDARY_KINDS,

@@ -1,6 +1,6 @@
 """Reading every chunk of a dataset: :func:`check_file`, the text of ``ssmpde info --check``.
 
-It opens a file through the guarded readers of :mod:`ssmpde.data.files` and
+It opens a file through the guarded readers of :mod:`ssmpde.data.reading` and
 :mod:`ssmpde.data.integrity` and reads it chunk by chunk, so that one damaged chunk is named
 and the others are still read: missing zarr chunks, chunks that do not decode, chunks holding
 NaN or infinity, blosc chunks cut short, and the never-written chunks of a foreign format's
@@ -19,7 +19,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from . import formats
-from .files import _is_zarr_store, _open_dataset
+from .reading import _is_zarr_store, _open_dataset
 from .integrity import DamagedChunk, _sample_chunk_key, _zarr_arrays, missing_chunks
 from .progress import store_progress
 from .schema import SAMPLE, DatasetFileError

@@ -5,8 +5,9 @@ block completes; :func:`output_lock` keeps a second writer off the same target;
 :func:`remove_stale_temporaries` clears what an interrupted write left; :func:`disk_space`
 turns a write that ran out of disk space into one :class:`DiskFullError` naming the path and the
 space needed. Datasets, checkpoints, manifests and figures all go through these. The output
-policy of the commands (:func:`ssmpde.data.check_output`) lives with the dataset files,
-because deciding whether an existing directory is an ssmpde output means reading it.
+policy of the commands (:func:`ssmpde.data.check_output`) lives above the dataset readers
+(:mod:`ssmpde.data.output_policy`), because deciding whether an existing directory is an ssmpde
+output means reading it.
 """
 
 from __future__ import annotations

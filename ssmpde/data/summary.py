@@ -15,7 +15,7 @@ import xarray as xr
 from ssmpde.core import format_bytes
 
 from . import formats
-from .files import _open_dataset
+from .reading import _open_dataset
 from .integrity import STORED_DIMS
 from .progress import PROGRESS_ATTR, store_progress
 from .schema import (
