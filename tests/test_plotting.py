@@ -14,7 +14,12 @@ import xarray as xr
 from ssmpde import plotting
 from ssmpde.data import (SAMPLE, TIME, X, Y, build_dataset, grid_coordinates, sample_coordinate,
                          time_coordinate)
+from ssmpde.plotting import _common
+from ssmpde.plotting import hybrid as hybrid_figures
+from ssmpde.plotting import pareto as pareto_figures
 from ssmpde.plotting import plot_hybrid, plot_snapshots
+from ssmpde.plotting import snapshots as snapshot_figures
+from ssmpde.solvers import KuramotoSivashinsky
 
 
 def var(dims, values, long_name, units, role=None):
@@ -73,7 +78,7 @@ def test_2d_time_dependent_two_fields(tmp_path, flow2d):
     assert out.exists() and out.stat().st_size > 0
     assert [p.name for p in tmp_path.iterdir()] == ["flow.png"]
 
-    fig = plotting._snapshot_figure(flow2d, num_times=3)
+    fig = snapshot_figures._snapshot_figure(flow2d, num_times=3)
     axes = image_axes(fig)
     assert len(axes) == 2 * 2 * 3  # rows (sample, field) x 3 times; forcing/viscosity left out
     shown = flow2d.isel(time=[0, 2, 4])
@@ -98,11 +103,11 @@ def test_2d_time_dependent_two_fields(tmp_path, flow2d):
 
 
 def test_single_variable_by_name_and_without_roles(flow2d):
-    fig = plotting._snapshot_figure(flow2d, variables="density", samples=(1,), num_times=2)
+    fig = snapshot_figures._snapshot_figure(flow2d, variables="density", samples=(1,), num_times=2)
     assert len(image_axes(fig)) == 2
     for name in flow2d.data_vars:
         flow2d[name].attrs.pop("role")
-    fig = plotting._snapshot_figure(flow2d, samples=(0,), num_times=2)
+    fig = snapshot_figures._snapshot_figure(flow2d, samples=(0,), num_times=2)
     # without roles every variable with spatial dims is drawn: the steady forcing alone in
     # the first panel of its row
     assert len(image_axes(fig)) == 2 + 2 + 1
@@ -116,7 +121,7 @@ def test_1d_time_dependent_space_time_extent(tmp_path):
     ds = dataset({"u": var((SAMPLE, TIME, X), u, "velocity", "m s-1", "state")},
                  sample=sample_coordinate(3), time=t, **x)
     assert plot_snapshots(ds, tmp_path / "burgers.png", samples=(0, 2), dpi=50).exists()
-    fig = plotting._snapshot_figure(ds, samples=(0, 2))
+    fig = snapshot_figures._snapshot_figure(ds, samples=(0, 2))
     axes = image_axes(fig)
     assert len(axes) == 2
     for ax in axes:
@@ -133,7 +138,7 @@ def test_1d_steady_line_plots():
     x = grid_coordinates(10, ndim=1, endpoint=True)
     ds = dataset({"h": var((SAMPLE, X), np.random.default_rng(1).random((2, 10)), "height",
                            "m")}, sample=sample_coordinate(2), **x)
-    fig = plotting._snapshot_figure(ds)
+    fig = snapshot_figures._snapshot_figure(ds)
     lines = [ax for ax in fig.axes if ax.lines]
     assert len(lines) == 2 and not image_axes(fig)
     assert lines[0].get_xlim() == pytest.approx((0.0, 1.0))
@@ -149,7 +154,7 @@ def test_steady_2d_darcy_one_panel_per_field_per_sample():
         "u": var((SAMPLE, Y, X), rng.random((3, 9, 9)), "pressure", "Pa"),
         "seed": var((SAMPLE,), np.arange(3), "seed", "1"),
     }, sample=sample_coordinate(3), **grid)
-    fig = plotting._snapshot_figure(ds, samples=(0, 1, 2))
+    fig = snapshot_figures._snapshot_figure(ds, samples=(0, 1, 2))
     axes = image_axes(fig)
     assert [ax.get_title() for ax in axes] == [f"{v}, sample {s}" for s in range(3)
                                                for v in ("a", "u")]
@@ -165,7 +170,7 @@ def test_rectangular_grid_extent_and_units():
     y = coord(Y, np.arange(4) / 4, "km")
     ds = dataset({"T": var((SAMPLE, Y, X), np.ones((1, 4, 8)), "temperature", "K")},
                  sample=sample_coordinate(1), x=x, y=y)
-    fig = plotting._snapshot_figure(ds, samples=(0, 1))
+    fig = snapshot_figures._snapshot_figure(ds, samples=(0, 1))
     (ax,) = image_axes(fig)
     assert ax.images[0].get_extent() == pytest.approx([-0.125, 1.875, -0.125, 0.875])
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("x [km]", "y [km]")
@@ -175,7 +180,7 @@ def test_non_uniform_grid_uses_a_mesh_at_the_nodes():
     x = coord(X, [0.0, 0.1, 0.3, 0.7, 1.0], "1")
     ds = dataset({"c": var((SAMPLE, Y, X), np.ones((1, 2, 5)), "concentration", "1")},
                  sample=sample_coordinate(1), x=x, y=coord(Y, [0.0, 1.0], "1"))
-    fig = plotting._snapshot_figure(ds)
+    fig = snapshot_figures._snapshot_figure(ds)
     ax = fig.axes[0]  # the panel; its colour bar comes after it
     assert not ax.images and len(ax.collections) == 1
     assert ax.get_xlim() == pytest.approx((-0.05, 1.15))
@@ -199,7 +204,7 @@ def test_plot_hybrid_two_fields(tmp_path, grid):
     out = plot_hybrid(tmp_path / "hybrid.png", **kwargs, dpi=50)
     assert out.exists() and [p.name for p in tmp_path.iterdir()] == ["hybrid.png"]
 
-    fig = plotting._hybrid_figure(**kwargs)
+    fig = hybrid_figures._hybrid_figure(**kwargs)
     axes = image_axes(fig)
     assert len(axes) == 8
     assert [ax.images[0].get_cmap().name for ax in axes] == ["RdBu_r"] * 3 + ["magma"] + [
@@ -214,7 +219,7 @@ def test_plot_hybrid_two_fields(tmp_path, grid):
 
 
 def test_plot_hybrid_legacy_single_field_call(monkeypatch):
-    monkeypatch.setattr(plotting, "_save", lambda fig, path, dpi: fig)  # drawing is tested above
+    monkeypatch.setattr(hybrid_figures, "_save", lambda fig, path, dpi: fig)  # drawing is tested above
     frames = np.random.default_rng(4).normal(size=(1, 3, 2, 8, 8))
     fig = plot_hybrid("unused.png", reference=frames, hybrid=frames + 0.1,
                       surrogate=frames - 0.1, times=[0.0, 1.0, 2.0],
@@ -227,25 +232,25 @@ def test_plot_hybrid_legacy_single_field_call(monkeypatch):
 
 def test_bad_input_errors(flow2d):
     with pytest.raises(ValueError, match=r"no variable 'pressure'.*vorticity"):
-        plotting._snapshot_figure(flow2d, variables="pressure")
+        snapshot_figures._snapshot_figure(flow2d, variables="pressure")
     with pytest.raises(ValueError, match="'viscosity' has no spatial dims"):
-        plotting._snapshot_figure(flow2d, variables=["viscosity"])
+        snapshot_figures._snapshot_figure(flow2d, variables=["viscosity"])
     with pytest.raises(ValueError, match="variables is empty"):
-        plotting._snapshot_figure(flow2d, variables=[])
+        snapshot_figures._snapshot_figure(flow2d, variables=[])
     with pytest.raises(ValueError, match="no sample to plot"):
-        plotting._snapshot_figure(flow2d, samples=(5,))
+        snapshot_figures._snapshot_figure(flow2d, samples=(5,))
     no_state = flow2d.drop_vars(["vorticity", "density"])
     with pytest.raises(ValueError, match="role 'state'"):
-        plotting._snapshot_figure(no_state)
+        snapshot_figures._snapshot_figure(no_state)
     frames = np.zeros((1, 3, 1, 8))
     good = dict(reference=frames, hybrid=frames, surrogate=frames, times=[0, 1, 2],
                 errors={}, schedule="s")
     with pytest.raises(ValueError, match="share a shape"):
-        plotting._hybrid_figure(**{**good, "hybrid": np.zeros((1, 3, 1, 9))})
+        hybrid_figures._hybrid_figure(**{**good, "hybrid": np.zeros((1, 3, 1, 9))})
     with pytest.raises(ValueError, match="fields"):
-        plotting._hybrid_figure(**good, fields=("a", "b"))
+        hybrid_figures._hybrid_figure(**good, fields=("a", "b"))
     with pytest.raises(ValueError, match="coords"):
-        plotting._hybrid_figure(**good, coords={"y": np.zeros(8)})
+        hybrid_figures._hybrid_figure(**good, coords={"y": np.zeros(8)})
     with pytest.raises(ValueError, match="not both"):
         plot_hybrid("unused.png", **good, field="a", fields=("b",))
 
@@ -271,7 +276,7 @@ def test_schlieren_is_the_gradient_magnitude_and_is_drawn_in_grey(tmp_path):
     gradient = plotting.schlieren(ds)
     np.testing.assert_allclose(gradient.values, np.sqrt(13.0), rtol=1e-12)
     assert gradient.attrs["long_name"] == "|∇ density|"
-    fig = plotting._snapshot_figure(ds.assign(schlieren_density=gradient), samples=(0,),
+    fig = snapshot_figures._snapshot_figure(ds.assign(schlieren_density=gradient), samples=(0,),
                                     variables=["density", "schlieren_density"], num_times=2)
     assert [ax.images[0].get_cmap().name for ax in image_axes(fig)][-1] == "gray_r"
     assert plot_snapshots(ds, tmp_path / "s.png", samples=(0,), schlieren_of="density").exists()
@@ -309,7 +314,7 @@ def pareto(monkeypatch, rows, **kwargs):
     """The Pareto figure as drawn to file, with its renderer."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    monkeypatch.setattr(plotting, "_save", lambda fig, path, dpi: fig)
+    monkeypatch.setattr(pareto_figures, "_save", lambda fig, path, dpi: fig)
     fig = plotting.plot_pareto("unused.png", rows, **kwargs)
     FigureCanvasAgg(fig).draw()
     return fig, fig.axes[0], fig.canvas.get_renderer()
@@ -365,9 +370,9 @@ def test_pareto_title_is_at_most_two_lines_and_counts_in_the_singular(monkeypatc
     shown = ax.get_title()
     assert shown.count("\n") <= 1 and "(1 sample)" in shown and "samples" not in shown
     assert "surrogate:1,solver:1" in fig.get_supxlabel()  # the failed row, under the plot
-    long = plotting._title("x " * 200 + "(11 samples, 0.1 steps)", width_inches=7.5)
+    long = _common._title("x " * 200 + "(11 samples, 0.1 steps)", width_inches=7.5)
     assert long.count("\n") == 1 and long.endswith("…")
-    assert plotting._title("(11 samples, 0.1 steps, 1 steps)", width_inches=7.5) == \
+    assert _common._title("(11 samples, 0.1 steps, 1 steps)", width_inches=7.5) == \
         "(11 samples, 0.1 steps, 1 step)"
 
 
@@ -377,7 +382,7 @@ def error_axes(fig):
 
 def hybrid_with_errors(errors):
     frames = np.random.default_rng(5).normal(size=(1, 24, 1, 16))
-    return plotting._hybrid_figure(reference=frames, hybrid=frames + 0.01,
+    return hybrid_figures._hybrid_figure(reference=frames, hybrid=frames + 0.01,
                                    surrogate=frames + 0.1, times=np.arange(24) * 0.1,
                                    errors=errors, schedule="surrogate:4,solver:1", fields=("u",))
 
@@ -421,3 +426,108 @@ def test_hybrid_error_axis_ends_at_a_labelled_floor_above_round_off():
     band = [t.get_text() for t in ax.texts if "round-off" in t.get_text()]
     assert band == [" error < 1e-4 (round-off)"]
     assert tick_label(ax, floor) == "<1e-4"
+
+
+# ------------------------------------------------------------------------------------------
+# Every title fits its figure
+# ------------------------------------------------------------------------------------------
+
+#: A long figure title: the Kuramoto–Sivashinsky solver's, with its equation.
+KS_TITLE = KuramotoSivashinsky.title
+LONG_FORCING = "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y))), Kolmogorov-like, amplitude 0.1"
+
+
+def titled(data_vars, title=KS_TITLE, **coords):
+    return build_dataset(data_vars, coords=coords, equation="kuramoto-sivashinsky",
+                         config={"seed": 0, "solver": {"viscosity": 0.1,
+                                                       "forcing": LONG_FORCING}},
+                         title=title, references="none", solver="none")
+
+
+def ks_1d():
+    grid = grid_coordinates(32, ndim=1)
+    u = np.random.default_rng(6).normal(size=(3, 11, 32))
+    return titled({"u": var((SAMPLE, TIME, X), u, "u", "1", "state")},
+                  sample=sample_coordinate(3), time=time_coordinate(np.arange(11) * 0.1),
+                  **grid)
+
+
+def steady_1d():
+    grid = grid_coordinates(32, ndim=1)
+    u = np.random.default_rng(7).normal(size=(1, 32))
+    return titled({"u": var((SAMPLE, X), u, "u", "1", "state")},
+                  sample=sample_coordinate(1), **grid)
+
+
+def steady_2d():
+    grid = grid_coordinates(9, ndim=2)
+    rng = np.random.default_rng(8)
+    return titled({"a": var((SAMPLE, Y, X), rng.random((1, 9, 9)), "permeability", "1",
+                            "state"),
+                   "u": var((SAMPLE, Y, X), rng.random((1, 9, 9)), "pressure", "1", "state")},
+                  sample=sample_coordinate(1), **grid)
+
+
+def movie_2d():
+    grid = grid_coordinates(8, ndim=2)
+    rho = 1.0 + np.random.default_rng(9).random((1, 3, 8, 8))
+    ds = titled({"density": var((SAMPLE, TIME, Y, X), rho, "density", "kg m-3", "state")},
+                sample=sample_coordinate(1), time=time_coordinate(np.arange(3.0)), **grid)
+    return ds.assign(schlieren_density=plotting.schlieren(ds))
+
+
+def long_hybrid(grid):
+    frames = np.random.default_rng(10).normal(size=(1, 4, 1, *grid))
+    return hybrid_figures._hybrid_figure(
+        reference=frames, hybrid=frames + 0.01, surrogate=frames + 0.1,
+        times=np.arange(4) * 0.25, errors={"adaptive:0.001": np.linspace(0, 0.1, 4)},
+        schedule="adaptive:0.001", fields=("u",), long_names=(KS_TITLE,))
+
+
+FIGURES = {
+    "snapshots-1d-space-time-ks": lambda: snapshot_figures._snapshot_figure(ks_1d(), samples=(0, 1, 2)),
+    "snapshots-1d-steady": lambda: snapshot_figures._snapshot_figure(steady_1d(), samples=(0,)),
+    "snapshots-2d-steady": lambda: snapshot_figures._snapshot_figure(steady_2d(), samples=(0,)),
+    "snapshots-2d-movie": lambda: snapshot_figures._snapshot_figure(
+        movie_2d(), variables=["density", "schlieren_density"], samples=(0,), num_times=2),
+    "hybrid-1d": lambda: long_hybrid((16,)),
+    "hybrid-2d": lambda: long_hybrid((8, 8)),
+    "pareto": lambda: pareto_figures._pareto_figure(
+        [*DEMO_ROWS, {"schedule": KS_TITLE, "kind": "fixed", "failed": "diverged"}],
+        title=f"{KS_TITLE}: error after 40 steps against wall time (8 samples)"),
+}
+
+
+def title_texts(fig):
+    """The titles of a figure: its own and its subfigures' (suptitle, supxlabel, ...) and
+    every axes' title."""
+    figures = [fig]
+    for figure in figures:
+        figures += figure.subfigs
+    texts = [text for figure in figures for text in figure.texts]
+    return [t for t in texts + [ax.title for ax in fig.axes] if t.get_text()]
+
+
+def test_title_lines_are_measured_and_a_word_too_wide_is_cut():
+    for text in (KS_TITLE, "W" * 80, "i" * 80 + " " + KS_TITLE):
+        lines = _common._title(text, width_inches=2.0).split("\n")
+        assert len(lines) <= 2
+        assert all(_common._text_width(line, 9.0) <= 1.8 * 72 for line in lines), lines
+    assert _common._title("W" * 80, width_inches=2.0).endswith("…")
+
+
+@pytest.mark.parametrize("kind", FIGURES)
+def test_every_title_fits_its_figure(kind):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = FIGURES[kind]()
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    canvas = fig.bbox
+    texts = title_texts(fig)
+    assert texts
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert (canvas.x0 - 1 <= box.x0 and box.x1 <= canvas.x1 + 1
+                and canvas.y0 - 1 <= box.y0 and box.y1 <= canvas.y1 + 1), \
+            f"{text.get_text()!r} at {box.bounds} runs off the figure {canvas.bounds}"
