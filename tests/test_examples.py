@@ -5,10 +5,27 @@ import numpy as np
 from ssmpde.data import open_dataset
 
 
-def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path):
+def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path, monkeypatch, capsys):
     from examples import demo
 
+    calls = []
+
+    def train(*args, **kwargs):
+        calls.append(kwargs)
+        return real_train(*args, **kwargs)
+
+    real_train = demo.train
+    monkeypatch.setattr(demo, "train", train)
     result = demo.main(["--out", str(tmp_path), "--tiny"])
+    # Every training runs its epochs whatever the machine's load (no time limit), and says so.
+    assert len(calls) == 6 and all(call.get("time_limit") is None for call in calls)
+    announced = [line for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("training ")]
+    assert announced == [f"training {what}: {call['config'].epochs} epochs"
+                         for what, call in zip(
+                             ["darcy: geomano", "darcy: fno", "navier-stokes: geomano",
+                              "navier-stokes: fno", "kuramoto-sivashinsky: geomano 1d",
+                              "euler kh: flux corrector"], calls)]
     with open_dataset(tmp_path / "navier_stokes.nc") as ds:
         assert ds.vorticity.shape == (6, 7, 16, 16)
         assert np.all(np.isfinite(ds.vorticity.values))
