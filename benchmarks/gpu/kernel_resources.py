@@ -54,8 +54,9 @@ def resources(fn, constants, num_warps, pointer, arch):
             int(stack.group(1)) if stack else None, compiled.metadata.shared)
 
 
-def variants(st, tl, arch) -> int:
-    """Compile the recurrent kernels for every option set; print each; return the failures."""
+def variants(st, rec, tl, arch) -> int:
+    """Compile the recurrent kernels (``rec``, their module) for every option set at the
+    tuning in ``st.TUNING``; print each; return the failures."""
     import itertools
 
     failed = 0
@@ -68,10 +69,10 @@ def variants(st, tl, arch) -> int:
         carry = {k: flags[k] for k in ("HAS_Z", "HAS_BIAS", "SOFTPLUS", "REVERSE", "DTYPE",
                                        "BLOCK_N", "CHUNK")}
         for name, fn, constants, tuning in (
-                ("fwd", st._rec_fwd_kernel, dict(flags, LOCAL=False), fwd),
-                ("fwd, first pass", st._rec_fwd_kernel, dict(flags, LOCAL=True), fwd),
-                ("bwd", st._rec_bwd_kernel, dict(flags, ATOMIC=on), bwd),
-                ("bwd, first pass", st._rec_bwd_carry_kernel, carry, bwd)):
+                ("fwd", rec._rec_fwd_kernel, dict(flags, LOCAL=False), fwd),
+                ("fwd, first pass", rec._rec_fwd_kernel, dict(flags, LOCAL=True), fwd),
+                ("bwd", rec._rec_bwd_kernel, dict(flags, ATOMIC=on), bwd),
+                ("bwd, first pass", rec._rec_bwd_carry_kernel, carry, bwd)):
             constants = dict(constants, BLOCK_D=tuning["max_block_d"], UNROLL=tuning["unroll"])
             label = (f"{name:16s} options {'on ' if on else 'off'} "
                      f"{'reverse' if reverse else 'forward'} {pointer[1:]}")
@@ -85,7 +86,7 @@ def variants(st, tl, arch) -> int:
                 print(f"{label}: FAILED {type(error).__name__}: {str(error)[-300:]}", flush=True)
     for pointer in ("*fp32", "*fp64"):
         print(f"carry {pointer[1:]}:",
-              resources(st._carry_kernel, dict(REVERSE=True, BLOCK=st._CARRY_BLOCK), 4,
+              resources(rec._carry_kernel, dict(REVERSE=True, BLOCK=rec._CARRY_BLOCK), 4,
                         pointer, arch))
     print(f"{failed} variants failed")
     return failed
@@ -104,10 +105,12 @@ def main(argv=None) -> list[dict]:
         parser.error("unset TRITON_INTERPRET: the interpreter compiles nothing")
     import triton.language as tl
 
+    from ssmpde.kernels import _scan_triton_chunked as chunked
+    from ssmpde.kernels import _scan_triton_recurrent as rec
     from ssmpde.kernels import scan_triton as st
 
     if args.variants:
-        failed = variants(st, tl, args.arch)
+        failed = variants(st, rec, tl, args.arch)
         raise SystemExit(1 if failed else 0)
 
     flags = dict(HAS_D=True, HAS_R=False, HAS_Z=True, HAS_BIAS=True, HAS_H0=False,
@@ -125,12 +128,12 @@ def main(argv=None) -> list[dict]:
     for block, warps in SETTINGS:
         for unroll in args.unroll:
             common = dict(flags, BLOCK_D=block, CHUNK=st.RECURRENT_CHUNK_SIZE, UNROLL=unroll)
-            report("recurrent fwd", block, warps, unroll, st._rec_fwd_kernel,
+            report("recurrent fwd", block, warps, unroll, rec._rec_fwd_kernel,
                    dict(common, LOCAL=False))
-            report("recurrent bwd", block, warps, unroll, st._rec_bwd_kernel,
+            report("recurrent bwd", block, warps, unroll, rec._rec_bwd_kernel,
                    dict(common, ATOMIC=True))
-    for name, kernel, fn in (("chunked fwd", "scan_fwd", st._scan_fwd_kernel),
-                             ("chunked bwd", "scan_bwd", st._scan_bwd_kernel)):
+    for name, kernel, fn in (("chunked fwd", "scan_fwd", chunked._scan_fwd_kernel),
+                             ("chunked bwd", "scan_bwd", chunked._scan_bwd_kernel)):
         tuning = st.TUNING[kernel]
         constants = dict(flags, BLOCK_D=tuning["max_block_d"], CHUNK=st.DEFAULT_CHUNK_SIZE)
         if kernel == "scan_bwd":

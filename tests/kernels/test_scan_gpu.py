@@ -19,6 +19,7 @@ if torch.cuda.is_available():
     # The helpers run the reference and the kernels on DEVICE; with CUDA that is the GPU.
     from tests.kernels.test_scan_triton import (  # noqa: F401 (nan_buffers is a fixture)
         TOLERANCES,
+        _scan_triton_chunked,
         assert_matches,
         make_inputs,
         nan_buffers,
@@ -34,7 +35,7 @@ def test_kernels_are_compiled():
     """On a GPU the kernels are JIT functions, not the interpreter's stand-ins."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    assert not isinstance(scan_triton._scan_fwd_kernel, InterpretedFunction)
+    assert not isinstance(_scan_triton_chunked._scan_fwd_kernel, InterpretedFunction)
     inputs = {k: v.cuda() for k, v in make_inputs((8,)).items()}
     assert selective_scan(**inputs).is_cuda
 

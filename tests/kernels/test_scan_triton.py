@@ -25,16 +25,30 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
-from ssmpde.kernels import scan_triton, selective_scan, selective_scan_2d  # noqa: E402
+from ssmpde.kernels import (  # noqa: E402
+    _scan_triton_2d,
+    _scan_triton_chunked,
+    _scan_triton_common,
+    _scan_triton_recurrent,
+    scan_triton,
+    selective_scan,
+    selective_scan_2d,
+)
 from ssmpde.kernels.reference import selective_scan_2d_ref, selective_scan_ref  # noqa: E402
 
-if not _CUDA and not isinstance(scan_triton._scan_fwd_kernel, InterpretedFunction):
-    # Another test imported the module before TRITON_INTERPRET was set. Triton reads the flag
-    # when a kernel is defined, so re-executing the module (in place: the dispatcher looks its
-    # functions up there) defines interpreted kernels, unless the flag was set to something else.
+#: The modules of the Triton scans, each after the ones it imports from.
+TRITON_MODULES = (_scan_triton_common, _scan_triton_chunked, _scan_triton_recurrent,
+                  _scan_triton_2d, scan_triton)
+
+if not _CUDA and not isinstance(_scan_triton_chunked._scan_fwd_kernel, InterpretedFunction):
+    # Another test imported the modules before TRITON_INTERPRET was set. Triton reads the flag
+    # when a kernel is defined, so re-executing the modules (in place, in import order: each
+    # binds the kernels and helpers of those before it, and the dispatcher looks its functions
+    # up in scan_triton) defines interpreted kernels, unless the flag was set to something else.
     if os.environ.get("TRITON_INTERPRET") == "1":
-        scan_triton = importlib.reload(scan_triton)
-    if not isinstance(scan_triton._scan_fwd_kernel, InterpretedFunction):
+        for module in TRITON_MODULES:
+            importlib.reload(module)
+    if not isinstance(_scan_triton_chunked._scan_fwd_kernel, InterpretedFunction):
         pytest.skip("no CUDA and TRITON_INTERPRET is not 1: the kernels were built for a GPU",
                     allow_module_level=True)
 
@@ -57,10 +71,13 @@ TOLERANCES = {
 
 @pytest.fixture(autouse=True)
 def nan_buffers(monkeypatch):
-    """Fill every buffer the Triton wrapper allocates with NaN (an unwritten element leaks)."""
+    """Fill every buffer the Triton wrapper allocates with NaN (an unwritten element leaks):
+    each module of the scans allocates through the ``_empty`` it imported."""
     def empty_nan(shape, *, dtype, device):
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
-    monkeypatch.setattr(scan_triton, "_empty", empty_nan)
+    for module in TRITON_MODULES:
+        if hasattr(module, "_empty"):
+            monkeypatch.setattr(module, "_empty", empty_nan)
 
 
 def make_inputs(space, *, batch=2, channels=2, state=3, groups=None, options=OPTIONS,
@@ -399,11 +416,12 @@ def test_recurrent_random_shapes(batch, channels, state, length, options, revers
 def test_recurrent_segments_fill_the_grid():
     """Default segments: the fewest powers of two giving ``min_programs`` programs, never more
     than one per chunk; every segment gets at least one chunk."""
-    assert scan_triton._segments(4, 24, 64, None, 528) == (8, 8)    # 4·24·8 = 768 >= 528
-    assert scan_triton._segments(256, 2, 2, None, 528) == (2, 1)    # capped at the chunks
-    assert scan_triton._segments(64, 96, 64, None, 528) == (1, 64)  # enough programs already
-    assert scan_triton._segments(1, 1, 10, 4, 528) == (4, 3)        # 3 + 3 + 3 + 1 chunks
-    assert scan_triton._segments(1, 1, 9, 4, 528) == (3, 3)         # 4 would leave one empty
+    segments = _scan_triton_recurrent._segments
+    assert segments(4, 24, 64, None, 528) == (8, 8)    # 4·24·8 = 768 >= 528
+    assert segments(256, 2, 2, None, 528) == (2, 1)    # capped at the chunks
+    assert segments(64, 96, 64, None, 528) == (1, 64)  # enough programs already
+    assert segments(1, 1, 10, 4, 528) == (4, 3)        # 3 + 3 + 3 + 1 chunks
+    assert segments(1, 1, 9, 4, 528) == (3, 3)         # 4 would leave one empty
 
 
 def test_recurrent_continues_from_last_state():
