@@ -216,8 +216,12 @@ def _estimate(solver: Solver, seed: int, batch: tuple[int, int], samples: int, *
 
     With a fixed time step the run's steps cost what the probe's do; with adaptive (CFL)
     steps the speed of the initial states sets their number, which grows as a flow
-    develops. None for a solver without a time axis (its bar shows its pace after the first
-    sample) and where the probe fails (the run reports the failure itself).
+    develops. A config's ``spin_up`` (time simulated before the first frame) is added at the
+    probe's rate, scaled by the cell count of its grid (``spin_up_resolution``, a coarser
+    grid at the same step) over the simulation grid's; the probe itself runs no spin-up (a
+    long one would otherwise keep it from ever reporting). None for a solver without a time
+    axis (its bar shows its pace after the first sample) and where the probe fails (the run
+    reports the failure itself).
     """
     if not isinstance(solver, TimeDependentSolver) or batch[1] <= batch[0] or samples <= 0:
         return None
@@ -227,8 +231,11 @@ def _estimate(solver: Solver, seed: int, batch: tuple[int, int], samples: int, *
         interval, final = float(cfg.record_interval), float(cfg.final_time)
         step = getattr(cfg, "effective_time_step", None) or getattr(cfg, "time_step", None)
         first = min(float(step), interval) if step else interval / 2 ** 10
+        spin_up = float(getattr(cfg, "spin_up", 0.0) or 0.0)
+        no_spin_up = {"spin_up": 0.0} if spin_up else {}
         probe = copy.copy(solver)
-        probe.config = dataclasses.replace(cfg, record_interval=first, final_time=first)
+        probe.config = dataclasses.replace(cfg, record_interval=first, final_time=first,
+                                           **no_spin_up)
         run_config = _run_config(probe, size, seed)
         with np.errstate(all="ignore"):
             _batch_dataset(probe, seed, *batch, run_config, "")  # the warm-up
@@ -242,7 +249,8 @@ def _estimate(solver: Solver, seed: int, batch: tuple[int, int], samples: int, *
             now, span, spent, growing = 0.0, first, 0.0, True
             times: list[float] = []  # seconds of each advance by `span`
             while True:
-                probe.config = dataclasses.replace(cfg, record_interval=span, final_time=span)
+                probe.config = dataclasses.replace(cfg, record_interval=span, final_time=span,
+                                                   **no_spin_up)
                 began = time.perf_counter()
                 probe.advance(state, now)
                 elapsed = time.perf_counter() - began
@@ -266,7 +274,7 @@ def _estimate(solver: Solver, seed: int, batch: tuple[int, int], samples: int, *
     except Exception:  # noqa: BLE001 - no estimate; the run itself reports what fails
         return None
     rate = min(times) / span  # seconds per unit of simulated time, for the batch
-    per_batch = (max(0.0, fixed - rate * first) + rate * final
+    per_batch = (max(0.0, fixed - rate * first) + rate * (final + spin_up * _spin_up_cost(cfg))
                  + observe * max(0, solver.num_records - 1))
     per_sample = per_batch / size
     samples_text = f"{size} sample{'s' if size > 1 else ''}"
@@ -278,6 +286,18 @@ def _estimate(solver: Solver, seed: int, batch: tuple[int, int], samples: int, *
         what = f"{runs}{span / interval:.3g} record interval of {samples_text}"
     return _Estimate(seconds=per_sample * samples / max(1, concurrency),
                      per_sample=per_sample, samples=samples, what=what, where=where)
+
+
+def _spin_up_cost(config) -> float:
+    """The cost of a unit of spin-up time over that of the run's own: the cell count of the
+    spin-up grid (``spin_up_resolution``, at the same time step) over the simulation grid's;
+    1 where the spin-up runs on the simulation grid."""
+    coarse = getattr(config, "spin_up_resolution", None)
+    fine = getattr(config, "simulation_resolution", None)
+    if not coarse or not fine:
+        return 1.0
+    cells = (lambda size: float(np.prod(size)) if np.ndim(size) else float(size) ** 2)
+    return min(1.0, cells(coarse) / cells(fine))
 
 
 def _progress_unit(solver: Solver) -> tuple[str, int]:

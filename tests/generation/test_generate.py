@@ -303,3 +303,28 @@ def test_the_progress_bar_counts_whole_frames(capsys):
     assert "(2 frames a sample)" in bars[-1]
     counted = [int(m[1]) for line in bars if (m := re.search(r"\| (\d+)/6 ", line))]
     assert counted == sorted(counted) and counted[-1] == 6
+
+
+def test_the_duration_estimate_counts_the_spin_up_and_never_runs_it():
+    """The estimate once left ``spin_up`` out (0.73 s quoted for a 17 s run), and a spin-up
+    of 1e6 kept the probe itself simulating, so nothing was printed at all."""
+    from ssmpde.generation._batches import _estimate
+    from ssmpde.solvers import get_solver
+
+    plain = get_solver("navier-stokes", **SMALL)
+    _estimate(plain, 0, (0, 1), 1)  # numba's compilation
+    without = _estimate(plain, 0, (0, 2), 2).seconds
+    spun = _estimate(get_solver("navier-stokes", **SMALL, spin_up=9.0), 0, (0, 2), 2).seconds
+    assert spun > 3 * without, (spun, without)  # 10x the simulated time
+    # In a process of its own under a timeout: before the fix the probe simulated the spin-up.
+    code = ("from ssmpde.generation._batches import _estimate\n"
+            "from ssmpde.solvers import get_solver\n"
+            f"print(_estimate(get_solver('navier-stokes', **{SMALL!r}, spin_up=1e6), 0, (0, 2),"
+            " 2).seconds)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) > 1e4 * without
+    coarse = _estimate(get_solver("navier-stokes", **SMALL, spin_up=9.0,
+                                  spin_up_resolution=16), 0, (0, 2), 2).seconds
+    assert coarse < spun  # a quarter of the cells
