@@ -208,7 +208,7 @@ def test_a_correction_checks_the_model_options_before_any_coarse_prediction(
         tmp_path, monkeypatch, capsys):
     # The coarse predictions of a correction run take a coarse solve of every stored frame
     # (hours at benchmark sizes): options the data cannot take are refused before them.
-    import ssmpde.surrogates.train as train_module
+    import ssmpde.surrogates.correction_training as correction_training
 
     data = tmp_path / "ns.nc"
     assert main(["generate", "navier-stokes", "--samples", "2", "--out", str(data),
@@ -217,7 +217,7 @@ def test_a_correction_checks_the_model_options_before_any_coarse_prediction(
     def never(*args, **kwargs):
         raise AssertionError("coarse predictions computed before the model options were checked")
 
-    monkeypatch.setattr(train_module, "coarse_predictions", never)
+    monkeypatch.setattr(correction_training, "coarse_predictions", never)
     capsys.readouterr()
     status = main(["train", "lean-fno", "--data", str(data), "--preset", "ns-corrector",
                    "--model-option", "modes=[32,33]", "--window", "1", "--target",

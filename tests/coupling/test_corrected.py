@@ -444,7 +444,7 @@ def test_on_policy_items_are_the_states_the_corrected_solver_visits(ks_data, tmp
     frame; a run trains on them."""
     from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
     from ssmpde.surrogates.datasets import TaskDataset
-    from ssmpde.surrogates.train import on_policy_items
+    from ssmpde.surrogates.correction_training import on_policy_items
 
     run = tmp_path / f"on-policy-{mode}"
     config = TrainConfig(epochs=2, batch_size=4, window=1, num_test=2, horizon=3,
