@@ -1,14 +1,13 @@
 """The foreign-format registry and its plumbing: reading through sniffers, `convert --to`.
 
-A toy format registered for the test (a directory holding our netCDF file under another name
-and a marker file) exercises the plumbing independently of any real foreign format.
+A toy format (:mod:`tests.data.plugin_format`: a directory holding our netCDF file under another
+name and a marker file), installed as a third-party package is, exercises the plumbing
+independently of any real foreign format.
 """
 
 from __future__ import annotations
 
-import pathlib
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -17,43 +16,17 @@ import xarray as xr
 from ssmpde.cli import main
 from ssmpde.data import Conversion, convert, formats, load_dataset, open_dataset, save
 
+from . import plugin_format
 from .helpers import make_dataset, snapshot
-
-MARKER = "toy-format"
-
-
-def _toy_module() -> types.ModuleType:
-    toy = types.ModuleType("ssmpde.data.formats._toy_format")
-    toy.NAME = "toy"
-    toy.DESCRIPTION = "a directory holding one netCDF file (test only)"
-
-    def sniff(path: pathlib.Path) -> bool:
-        return path.is_dir() and (path / MARKER).is_file()
-
-    def open_(path: pathlib.Path, chunks):
-        return xr.open_dataset(path / "inner.nc", engine="netcdf4", chunks=chunks,
-                               decode_times=False)
-
-    def export(ds: xr.Dataset, path: pathlib.Path) -> list[str]:
-        if "y" in ds.dims:
-            raise ValueError("the toy format holds 1D PDEs only")
-        path.mkdir()
-        (path / MARKER).write_text("")
-        ds.to_netcdf(path / "inner.nc", engine="netcdf4")
-        return ["toy keeps everything but says so"]
-
-    toy.sniff, toy.open, toy.export = sniff, open_, export
-    toy.conventional_name = lambda ds: "toy-dataset"
-    toy.is_export = lambda path: (path / "inner.nc").is_file()
-    return toy
+from .plugin_format.toy_format import MARKER
 
 
 @pytest.fixture
-def toy(monkeypatch):
-    module = _toy_module()
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setattr(formats, "_MODULES", (*formats._MODULES, "_toy_format"))
-    return module
+def toy(tmp_path_factory, monkeypatch):
+    """The toy format, installed (its site outside ``tmp_path``, which the tests list)."""
+    plugin_format.install(tmp_path_factory.mktemp("site"), monkeypatch)
+    yield formats.format_named("toy")
+    plugin_format.forget()
 
 
 def _same(a: xr.Dataset, b: xr.Dataset) -> None:
@@ -61,19 +34,24 @@ def _same(a: xr.Dataset, b: xr.Dataset) -> None:
 
 
 def test_registry_lists_the_formats_and_rejects_unknown_names(toy):
-    assert formats.known_formats()["toy"] is toy
+    assert formats.known_formats()["toy"] is toy is sys.modules[plugin_format.MODULE]
     assert formats.format_named("toy") is toy
     with pytest.raises(ValueError, match=r"unknown format 'nope'.*netcdf, zarr.*toy"):
         formats.format_named("nope")
 
 
-def test_a_registered_module_must_define_the_whole_contract(monkeypatch):
-    broken = types.ModuleType("ssmpde.data.formats._broken_format")
-    broken.NAME = "broken"
-    monkeypatch.setitem(sys.modules, broken.__name__, broken)
-    monkeypatch.setattr(formats, "_MODULES", ("_broken_format",))
-    with pytest.raises(TypeError, match="lacks.*DESCRIPTION"):
-        formats.known_formats()
+def test_a_registered_module_must_define_the_whole_contract(tmp_path_factory, monkeypatch):
+    site = tmp_path_factory.mktemp("site")
+    plugin_format.write_distribution(site, "ssmpde-broken", {"broken": "ssmpde_broken_format"},
+                                     modules={"ssmpde_broken_format": 'NAME = "broken"\n'})
+    plugin_format.activate(site, monkeypatch)
+    try:
+        with pytest.warns(formats.FormatPluginWarning, match="lacks DESCRIPTION"):
+            assert "broken" not in formats.known_formats()
+        with pytest.raises(ValueError, match="'broken' cannot be used.*lacks DESCRIPTION"):
+            formats.format_named("broken")
+    finally:
+        plugin_format.forget("ssmpde_broken_format")
 
 
 def test_convert_to_a_foreign_format_and_read_it_back(tmp_path, toy):

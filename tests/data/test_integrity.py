@@ -389,7 +389,7 @@ def test_a_chunk_this_user_may_not_read_is_not_called_corrupt():
 def test_a_corrupt_foreign_file_names_file_and_variable(tmp_path, monkeypatch):
     # A PDEBench export read back: its reads are guarded like those of our own files. (Its
     # data are stored uncompressed, without a checksum, so the damage is simulated.)
-    from ssmpde.data.formats import pdebench
+    from ssmpde.data.formats.pdebench import read as pdebench_read
 
     source = save(_dataset(nsample=4), tmp_path / "d.nc")
     target = tmp_path / "d.h5"
@@ -398,7 +398,7 @@ def test_a_corrupt_foreign_file_names_file_and_variable(tmp_path, monkeypatch):
     def rotten(self, path, key):
         raise RuntimeError("NetCDF: HDF error")
 
-    monkeypatch.setattr(pdebench._File, "read", rotten)
+    monkeypatch.setattr(pdebench_read._File, "read", rotten)
     with open_dataset(target) as ds:
         name = next(n for n, v in ds.data_vars.items() if SAMPLE in v.dims)
         with pytest.raises(DatasetFileError, match=rf"cannot decode variable '{name}' of "

@@ -261,7 +261,7 @@ def test_stats_yaml_matches_numpy(pde, datasets, exports):
 def test_stats_yaml_floats_parse_as_floats():
     yaml = pytest.importorskip("yaml")
     values = [1e-05, 1e20, -2.5e-300, 0.1, 3.0, 5e-324]
-    text = "\n".join(f"v{i}: {the_well._yaml_float(v)}" for i, v in enumerate(values))
+    text = "\n".join(f"v{i}: {the_well.statistics._yaml_float(v)}" for i, v in enumerate(values))
     parsed = yaml.safe_load(text)
     assert [parsed[f"v{i}"] for i in range(len(values))] == values
 
@@ -315,13 +315,13 @@ def test_custom_splits_reach_the_files(tmp_path):
 
 def test_open_reads_only_what_is_used(datasets, exports, monkeypatch):
     reads = []
-    original = the_well._WellArray._piece
+    original = the_well.read._read_piece
 
-    def spy(self, index, key):
-        reads.append((self.dataset, index, key))
-        return original(self, index, key)
+    def spy(managers, dataset, index, key):
+        reads.append((dataset, index, key))
+        return original(managers, dataset, index, key)
 
-    monkeypatch.setattr(the_well._WellArray, "_piece", spy)
+    monkeypatch.setattr(the_well.read, "_read_piece", spy)
     ds = datasets["euler"]
     target, _ = exports["euler"]
     with the_well.open(target) as back:

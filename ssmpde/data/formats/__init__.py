@@ -1,9 +1,9 @@
 """Foreign dataset formats: the registry that lets every command read them and `convert` write them.
 
 Our own formats are netCDF4 and zarr (:mod:`ssmpde.data.files`). Other tools keep PDE data in
-their own layouts; each such format is one module of this package
-(:mod:`ssmpde.data.formats.pdebench`, :mod:`ssmpde.data.formats.the_well`) named in
-:data:`_MODULES`, exposing at module level
+their own layouts; each such format is a module (ssmpde's own: :mod:`ssmpde.data.formats.pdebench`,
+:mod:`ssmpde.data.formats.the_well`) registered as an entry point of the group
+:data:`ENTRY_POINT_GROUP` (``ssmpde.formats``), named as the format is, exposing at module level
 
 ``NAME`` : str
     The name users type (``ssmpde convert SOURCE TARGET --to NAME``), e.g. ``"pdebench"``.
@@ -42,34 +42,128 @@ and optionally
     variables are written in it) lets ``convert --dtype`` choose the precision.
 
 A module reads a file's header before its data: :func:`check_declared_memory` refuses sizes
-that memory cannot hold before anything is allocated.
+that memory cannot hold before anything is allocated. :mod:`ssmpde.data.formats.hdf5` holds what
+HDF5-based formats share (the signature check, a lazily read array in another axis order).
 
 :func:`known_formats` lists them, :func:`format_named` looks one up by name and :func:`sniff`
 finds the one a path is in.
 
+**Adding a format** needs no edit of ssmpde: a package ships the module and names it in its own
+``pyproject.toml``::
+
+    [project.entry-points."ssmpde.formats"]
+    my-format = "my_package.my_format"
+
+Installed, ``ssmpde convert SOURCE TARGET --to my-format`` writes it and every command reads it.
+ssmpde's own formats come first (in the order of their names), then the others by name: that is
+the order the sniffers are tried in. An entry point that cannot be imported, lacks part of the
+interface, is named otherwise than its ``NAME`` or takes a name already taken is left out with a
+:class:`FormatPluginWarning` that names it and its package; every command goes on without it.
+The registry is read once per process; :func:`clear_cache` reads it again.
+
 Each format is an xarray backend engine too, named ``NAME``
-(``xr.open_dataset(path, engine="pdebench")``): its module defines a subclass of
+(``xr.open_dataset(path, engine="pdebench")``): ssmpde's define a subclass of
 :class:`~ssmpde.data.formats.backend.FormatBackendEntrypoint`, registered in ``pyproject.toml``
-under ``[project.entry-points."xarray.backends"]``. A new format is its module, a line in
-:data:`_MODULES` and a line there.
+under ``[project.entry-points."xarray.backends"]``.
 """
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
+import functools
+import importlib.metadata
 import pathlib
 import types
+import warnings
+from typing import Any
 
-__all__ = ["HDF5_SUFFIXES", "OWN_FORMATS", "check_declared_memory", "format_named", "is_export",
-           "known_formats", "sniff"]
+from .hdf5 import HDF5_SUFFIXES
 
-#: The modules of the foreign formats, in the order their sniffers are tried.
-_MODULES: tuple[str, ...] = ("pdebench", "the_well")
+__all__ = ["ENTRY_POINT_GROUP", "HDF5_SUFFIXES", "OWN_FORMATS", "FormatPluginWarning",
+           "check_declared_memory", "clear_cache", "format_named", "is_export", "known_formats",
+           "sniff"]
+
+#: The entry-point group the formats are registered in, ssmpde's own and other packages'.
+ENTRY_POINT_GROUP = "ssmpde.formats"
 #: Our own formats, by the names ``convert(..., to=...)`` accepts.
 OWN_FORMATS = ("netcdf", "zarr")
-#: Suffixes of HDF5 files that are not netCDF by name: the foreign sniffers get the first look.
-HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
 _REQUIRED = ("NAME", "DESCRIPTION", "sniff", "open", "export")
+_OWN_DISTRIBUTION = "ssmpde"
+
+
+class FormatPluginWarning(UserWarning):
+    """A format registered under :data:`ENTRY_POINT_GROUP` is left out: it cannot be imported,
+    lacks part of the interface, or its name is taken. The message names the entry point and
+    the package that declares it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Registry:
+    formats: dict[str, Any]      # name -> module, in sniffing order
+    refused: dict[str, str]      # entry-point name -> why it is left out
+
+
+def _package(point: importlib.metadata.EntryPoint) -> str:
+    """The package that declares ``point``, with its version."""
+    dist = getattr(point, "dist", None)
+    return "an unknown package" if dist is None else f"{dist.name} {dist.version}"
+
+
+def _is_own(point: importlib.metadata.EntryPoint) -> bool:
+    dist = getattr(point, "dist", None)
+    return dist is not None and str(dist.name).lower().replace("_", "-") == _OWN_DISTRIBUTION
+
+
+def _refusal(point: importlib.metadata.EntryPoint, taken: dict[str, Any]) -> tuple[Any, str]:
+    """The format ``point`` names, or None and why it cannot be used."""
+    if point.name in OWN_FORMATS:
+        return None, f"'{point.name}' is the name of one of ssmpde's own formats"
+    if point.name in taken:
+        module = getattr(taken[point.name], "__name__", repr(taken[point.name]))
+        return None, f"the format '{point.name}' is already registered (by {module})"
+    try:
+        module = point.load()
+    except Exception as exc:  # a plugin's import may raise anything: report it, go on
+        return None, f"importing {point.value} failed ({type(exc).__name__}: {exc})"
+    missing = [attr for attr in _REQUIRED if not hasattr(module, attr)]
+    if missing:
+        return None, (f"{point.value} lacks {', '.join(missing)}: a format module defines "
+                      f"{', '.join(_REQUIRED)}")
+    if module.NAME != point.name:
+        return None, (f"{point.value} has NAME {module.NAME!r}, but its entry point is named "
+                      f"{point.name!r}: the two must be the same")
+    return module, ""
+
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> _Registry:
+    points = sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                    key=lambda p: (not _is_own(p), p.name, _package(p), p.value))
+    formats: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for point in points:
+        module, why = _refusal(point, formats)
+        if module is not None:
+            formats[point.name] = module
+            continue
+        detail = (f"{why}. It is the entry point '{point.name} = {point.value}' (group "
+                  f"{ENTRY_POINT_GROUP}) of the package {_package(point)}: fix or uninstall "
+                  "that package")
+        refused.setdefault(point.name, detail)
+        warnings.warn(f"the format '{point.name}' is left out: {detail}", FormatPluginWarning,
+                      stacklevel=3)
+    if not any(_is_own(point) for point in points):
+        warnings.warn(f"ssmpde's own formats are not registered: its package metadata has no "
+                      f"{ENTRY_POINT_GROUP} entry points (it was installed before they existed, "
+                      "or ssmpde runs from a source tree it was not installed from). Reinstall "
+                      "it: pip install -e . in a checkout", FormatPluginWarning, stacklevel=3)
+    return _Registry(formats, refused)
+
+
+def clear_cache() -> None:
+    """Forget the formats found, so that the next call reads the entry points again (after a
+    package that ships a format was installed or removed in a running process)."""
+    _registry.cache_clear()
 
 
 def known_formats() -> dict[str, types.ModuleType]:
@@ -78,22 +172,11 @@ def known_formats() -> dict[str, types.ModuleType]:
     Returns
     -------
     dict of str to module
-        Each module exposes ``NAME``, ``DESCRIPTION``, ``sniff``, ``open`` and ``export``.
-
-    Raises
-    ------
-    TypeError
-        If a registered module lacks one of them (a programming error, caught by the tests).
+        Each module exposes ``NAME``, ``DESCRIPTION``, ``sniff``, ``open`` and ``export``;
+        ssmpde's own first, then those of other packages, each by name. Entry points that
+        cannot be used are left out (with a :class:`FormatPluginWarning`, once per process).
     """
-    formats = {}
-    for module_name in _MODULES:
-        module = importlib.import_module(f"{__package__}.{module_name}")
-        missing = [attr for attr in _REQUIRED if not hasattr(module, attr)]
-        if missing:
-            raise TypeError(f"format module {module.__name__} lacks {missing}: every module in "
-                            f"ssmpde.data.formats._MODULES must define {', '.join(_REQUIRED)}")
-        formats[module.NAME] = module
-    return formats
+    return dict(_registry().formats)
 
 
 def format_named(name: str) -> types.ModuleType:
@@ -102,13 +185,16 @@ def format_named(name: str) -> types.ModuleType:
     Raises
     ------
     ValueError
-        For an unknown name; the message lists every format ``convert`` knows.
+        For an unknown name (the message lists every format ``convert`` knows), or a format
+        whose entry point cannot be used (the message says why, and names its package).
     """
-    formats = known_formats()
-    if name not in formats:
-        known = ", ".join((*OWN_FORMATS, *formats))
-        raise ValueError(f"unknown format {name!r}: choose one of {known}")
-    return formats[name]
+    registry = _registry()
+    if name in registry.formats:
+        return registry.formats[name]
+    if name in registry.refused:
+        raise ValueError(f"the format {name!r} cannot be used: {registry.refused[name]}")
+    known = ", ".join((*OWN_FORMATS, *registry.formats))
+    raise ValueError(f"unknown format {name!r}: choose one of {known}")
 
 
 def sniff(path: pathlib.Path) -> types.ModuleType | None:
