@@ -306,11 +306,10 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="run directory of the surrogate")
     rollout.add_argument("--steps", type=int, required=True, metavar="N",
                          help="steps to advance")
-    rollout.add_argument("--schedule", action="append", required=True, metavar="SCHEDULE",
-                         help="solver, surrogate, adaptive (physical checks), adaptive:TOL"
-                              "[:residual|coarse] (error control), parareal:SLICES[:ITER[:TOL]]"
-                              ", or a pattern such as 'surrogate:4,solver:1'; repeatable "
-                              "(the first is written)")
+    schedule = rollout.add_argument(
+        "--schedule", action="append", required=True, metavar="SCHEDULE",
+        help="one of %(schedules)s; repeatable (the first is written)")
+    schedule.schedules = _ScheduleHelp()  # argparse fills %(schedules)s when help is shown
     rollout.add_argument("--coarse", action="append", metavar="SPACExTIME",
                          help="coarse-solver baseline SPACExTIME, e.g. 2x1 (grid 2x coarser) "
                               "or 1x4 (step 4x longer); repeatable; 'none' for none "
@@ -478,6 +477,18 @@ def _convert(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"note: {note}")
     return 0
+
+
+class _ScheduleHelp:
+    """The registered rollout schedules, as ``--schedule``'s help lists them. Read from the
+    registry only when the help is shown: importing it imports torch, which a plain command
+    line (``ssmpde --version``) need not wait for."""
+
+    def __str__(self) -> str:
+        with _holding_sigint():  # the import of torch (see _holding_sigint)
+            from .coupling.schedules import describe_schedules
+
+        return ", ".join(f"{syntax} ({summary})" for syntax, summary in describe_schedules())
 
 
 def _foreign_format_help() -> list[str]:

@@ -177,6 +177,17 @@ def test_help_is_plain_text_with_flag_spellings(command, capsys):
     assert not python_names, f"{command} --help names {python_names}: use the flags"
 
 
+def test_rollout_help_lists_every_registered_schedule(capsys):
+    from ssmpde.coupling.schedules import list_schedules
+
+    with pytest.raises(SystemExit):
+        main(["rollout", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    entry = text.rsplit("--schedule SCHEDULE ", 1)[1].split(" --", 1)[0]
+    for cls in list_schedules():
+        assert cls.summary and f"{cls.syntax} ({cls.summary})" in entry, (cls.name, entry)
+
+
 @pytest.mark.parametrize("equation", ["navier-stokes", "burgers", "kuramoto-sivashinsky"])
 def test_a_viscosity_range_is_described_once_as_it_is_typed(equation, capsys):
     with pytest.raises(SystemExit):

@@ -47,7 +47,8 @@ from .steps import Conditions, advance
 
 __all__ = ["Adaptive", "BaseSchedule", "CheckedAdaptive", "HybridResult", "HybridRolloutError",
            "Parareal", "Pattern", "Rollout", "Schedule", "SolverOnly", "SurrogateOnly",
-           "as_schedule", "list_schedules", "parse_schedule", "register_schedule"]
+           "as_schedule", "describe_schedules", "list_schedules", "parse_schedule",
+           "register_schedule"]
 
 #: The components a step's frame can come from (``HybridResult.source``).
 SOLVER, SURROGATE, FALLBACK, PARAREAL = "solver", "surrogate", "fallback", "parareal"
@@ -144,10 +145,13 @@ class BaseSchedule(abc.ABC):
         Registry name (set by :func:`register_schedule`), also its kind in reports.
     syntax : str
         How it is written, for help and errors (``"adaptive:TOL[:INDICATOR]"``).
+    summary : str
+        What it does, in a few words, for help (:func:`describe_schedules`).
     """
 
     name: ClassVar[str] = ""
     syntax: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
 
     @classmethod
     @abc.abstractmethod
@@ -250,6 +254,12 @@ def list_schedules() -> list[type[BaseSchedule]]:
     return [_SCHEDULES.get(name) for name in _SCHEDULES.names()]
 
 
+def describe_schedules() -> list[tuple[str, str]]:
+    """``(syntax, summary)`` of each registered schedule, by name: how it is written and
+    what it does, for help texts (``ssmpde rollout --help``)."""
+    return [(cls.syntax, cls.summary) for cls in list_schedules()]
+
+
 def parse_schedule(schedule: str) -> BaseSchedule:
     """The schedule a text writes: ``"surrogate:4,solver:1"`` → ``Pattern(...)``,
     ``"adaptive:1e-3[:coarse]"`` → :class:`Adaptive`, ``"parareal:5[:2[:1e-4]]"`` →
@@ -301,6 +311,7 @@ class SolverOnly(_Alone):
     """``solver`` (``solver-only``, ``solver:1``): the solver restarted every step."""
 
     syntax = SOLVER
+    summary = "the solver every step"
 
 
 @register_schedule(SURROGATE)
@@ -310,6 +321,7 @@ class SurrogateOnly(_Alone):
     its row is the stepper's kind and, for a corrector, its label (``corrected 2x5``)."""
 
     syntax = SURROGATE
+    summary = "the learned stepper every step"
 
     def kind(self, learned: str = SURROGATE) -> str:
         return learned
@@ -326,6 +338,7 @@ class Pattern(Schedule):
 
     pattern: tuple[tuple[str, int], ...]
     syntax = "surrogate:4,solver:1"
+    summary = "a pattern: each component for its count of steps, in turn"
 
     @classmethod
     def parse(cls, text: str) -> Pattern | None:
@@ -357,6 +370,7 @@ class CheckedAdaptive(Schedule):
     solver's physical checks (:class:`~ssmpde.solvers.base.Checks`) goes to the solver."""
 
     syntax = "adaptive"
+    summary = "the surrogate, the solver where a step fails a physical check"
 
     @classmethod
     def parse(cls, text: str) -> CheckedAdaptive | None:
@@ -383,6 +397,7 @@ class Adaptive(Schedule):
     tolerance: float
     indicator: str | None = None  # None: the default (indicators.DEFAULT_INDICATOR)
     syntax = "adaptive:TOL[:INDICATOR]"
+    summary = f"error control, INDICATOR {'|'.join(INDICATORS)}"
 
     @classmethod
     def parse(cls, text: str) -> Adaptive | None:
@@ -431,6 +446,7 @@ class Parareal(BaseSchedule):
     iterations: int | None = None
     tolerance: float = 1e-6
     syntax = "parareal:SLICES[:ITERATIONS[:TOL]]"
+    summary = "parareal, the surrogate as the coarse propagator"
 
     @classmethod
     def parse(cls, text: str) -> Parareal | None:
