@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from .base import TimeDependentSolver, whole_multiple
-from .navier_stokes import (_RK3_ALPHA, _RK3_GAMMA, _RK3_NODES, _RK3_ZETA, FORCING_PHASE_SPEED,
-                            NavierStokes2D, etdrk4_operator, forcing_field)
+from .navier_stokes import FORCING_PHASE_SPEED, NavierStokes2D, etdrk4_operator, forcing_field
+from .navier_stokes_engine import IMEX_STAGES
 from .semilinear import SemilinearSolver1D, etdrk4_step
 from .spectral import dealias_mask, derivative_wavenumbers, etdrk4_coefficients, wavenumbers
 
@@ -276,10 +276,7 @@ class _NavierStokesStep(DifferentiableStep):
         self._n = int(cfg.simulation_resolution)
         self._exponential = cfg.effective_scheme == "etdrk4"
         self._operators: dict[tuple, dict[str, torch.Tensor]] = {}
-        if cfg.effective_scheme == "euler-cn":
-            self._stages = ((0.5, 1.0, 0.0, 0.0),)  # (alpha, gamma, zeta, node)
-        else:
-            self._stages = tuple(zip(_RK3_ALPHA, _RK3_GAMMA, _RK3_ZETA, _RK3_NODES))
+        self._stages = IMEX_STAGES.get(cfg.effective_scheme)  # (alpha, gamma, zeta, node)
         self._moving = cfg.forcing == "torus-vis-force"
         self._tensors: dict[tuple, dict[str, torch.Tensor]] = {}
         self._forcing: tuple | None = None

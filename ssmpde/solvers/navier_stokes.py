@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numba
 import numpy as np
 import xarray as xr
 
 from ..data import TIME, X, Y
 from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, check_ranged,
                    check_strided_grid, positive_finite, register_solver, whole_multiple)
+from .navier_stokes_engine import IMEX_STAGES, Engine, _laplacian
 from .random_fields import PeriodicGRF, sample_rng
 from .semilinear import check_dtype, etdrk4_step
 from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, etdrk4_coefficients,
-                       solver_threads, spectral_resample, wavenumbers)
+                       spectral_resample, wavenumbers)
 
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "etdrk4_operator",
            "forcing_field", "reference_advection", "reference_etdrk4_step", "reference_step"]
@@ -42,14 +41,6 @@ FORCING_PHASE_SPEED = 0.2
 #: F-FNO forcing terms, in the order of the amplitudes alpha_1..alpha_6 (p = 1, 2 for each).
 FORCING_TERMS = ("sin(2 pi p x + phi)", "cos(2 pi p x + phi)", "sin(2 pi p y + phi)",
                  "cos(2 pi p y + phi)", "sin(2 pi p (x+y) + phi)", "cos(2 pi p (x+y) + phi)")
-
-# Spalart, Moser & Rogers (1991), J. Comput. Phys. 96, low-storage RK3 / Crank–Nicolson:
-# explicit weights (gamma, zeta), implicit weights alpha = beta, with alpha+beta = gamma+zeta.
-_RK3_GAMMA = (8.0 / 15.0, 5.0 / 12.0, 3.0 / 4.0)
-_RK3_ZETA = (0.0, -17.0 / 60.0, -5.0 / 12.0)
-_RK3_ALPHA = (4.0 / 15.0, 1.0 / 15.0, 1.0 / 6.0)
-_RK3_NODES = (0.0, 8.0 / 15.0, 2.0 / 3.0)  # stage start times, in units of the step
-
 
 #: What the Kolmogorov presets share: Kochkov's time unit (that of [0, 2π)², unchanged by the
 #: rescaling to the unit torus), strong initial vorticity (pointwise std ≈ 10, his filtered
@@ -286,11 +277,6 @@ def reference_advection(w_hat: np.ndarray) -> np.ndarray:
     return dealias_mask(n) * np.fft.rfft2(u * w_x + v * w_y)
 
 
-def _laplacian(n: int) -> np.ndarray:
-    """λ = 4π²|k|² on the rfft2 modes of the unit torus (−Δ's symbol), ``[n, n // 2 + 1]``."""
-    return 4 * np.pi ** 2 * (wavenumbers(n)[:, None] ** 2 + wavenumbers(n, real=True)[None, :] ** 2)
-
-
 def reference_step(w_hat: np.ndarray, f_hat: np.ndarray, viscosity: float | np.ndarray,
                    time_step: float, drag: float = 0.0) -> np.ndarray:
     """One faithful step (FNO's ``navier_stokes_2d`` loop body) in plain NumPy.
@@ -345,303 +331,6 @@ def reference_etdrk4_step(w_hat: np.ndarray, forcing: Callable[[float], np.ndarr
     c = etdrk4_operator(w_hat.shape[-2], viscosity, drag, time_step)
     return etdrk4_step(w_hat, c, lambda w, node: forcing(node) - reference_advection(w),
                        nodes=True)
-
-
-# ---------------------------------------------------------------------------------------
-# numba kernels: one fused pass per stage, written into preallocated buffers. Each is
-# compiled twice: parallel over rows (one group of samples uses every core) and serial with
-# the GIL released (several groups run side by side, one per core). Same arithmetic.
-# ---------------------------------------------------------------------------------------
-@numba.njit(inline="always", cache=True)
-def _gradients_at(out, b, i, j, s_re, s_im, k_y, k_x, inv_lap, scale):  # pragma: no cover
-    """out[b, 0..3, i, j] = (û, v̂, ω̂x, ω̂y) · scale of the state s at one mode, with
-    u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ. Real and imaginary parts spelled out: numba's complex
-    product follows C99 Annex G (inf/NaN branches) and does not vectorise; multiplying by
-    i·k is only a swap."""
-    w_re = s_re * scale
-    w_im = s_im * scale
-    p_re = w_re * inv_lap
-    p_im = w_im * inv_lap
-    out[b, 0, i, j] = complex(-k_y * p_im, k_y * p_re)
-    out[b, 1, i, j] = complex(k_x * p_im, -k_x * p_re)
-    out[b, 2, i, j] = complex(-k_x * w_im, k_x * w_re)
-    out[b, 3, i, j] = complex(-k_y * w_im, k_y * w_re)
-
-
-def _spectral_gradients(w_hat, ky, kx, inv_lap, scale, active, out):  # pragma: no cover
-    """out[:, 0..3] = (û, v̂, ω̂x, ω̂y) · scale, with u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ."""
-    batch, n, m = w_hat.shape
-    for row in numba.prange(batch * n):
-        b = row // n
-        i = row % n
-        if not active[b]:
-            continue
-        k_y = ky[i]
-        for j in range(m):
-            w = w_hat[b, i, j]
-            _gradients_at(out, b, i, j, w.real, w.imag, k_y, kx[j], inv_lap[i, j], scale)
-
-
-def _advection(fields, active, out):  # pragma: no cover
-    """out = u ω_x + v ω_y in physical space."""
-    batch, n, n2 = out.shape
-    for row in numba.prange(batch * n):
-        b = row // n
-        i = row % n
-        if not active[b]:
-            continue
-        for j in range(n2):
-            out[b, i, j] = fields[b, 0, i, j] * fields[b, 2, i, j] \
-                + fields[b, 1, i, j] * fields[b, 3, i, j]
-
-
-def _imex_stage(w_hat, nonlinear_hat, previous, forcing, forcing_shift, has_shift, f_cos,
-                f_sin, mask, lap, viscosity, drag, dt, active, alpha, gamma, zeta,
-                store_previous):  # pragma: no cover
-    """One implicit–explicit stage: CN-type diffusion and drag, explicit advection and forcing.
-
-    E = −mask · N̂ + f̂(t);  ω̂ ← [(1 − a) ω̂ + Δt (γ E + ζ E_prev)] / (1 + a), a = α Δt (ν λ
-    + μ). Euler–CN is the single stage α = ½, γ = 1, ζ = 0. (μ = 0 adds an exact 0.)
-    """
-    batch, n, m = w_hat.shape
-    shared_forcing = forcing.shape[0] == 1
-    for row in numba.prange(batch * n):
-        b = row // n
-        i = row % n
-        if not active[b]:
-            continue
-        fb = 0 if shared_forcing else b
-        h = dt[b]
-        diffusion = alpha * h * viscosity[b]
-        damping = alpha * h * drag
-        c, s = f_cos[b], f_sin[b]
-        for j in range(m):
-            # complex arithmetic by parts (see _spectral_gradients); division by the real
-            # 1 + a is componentwise, as NumPy does it.
-            f = forcing[fb, i, j]
-            e_re = f.real * c
-            e_im = f.imag * c
-            if has_shift:
-                g = forcing_shift[fb, i, j]
-                e_re += g.real * s
-                e_im += g.imag * s
-            n_hat = nonlinear_hat[b, i, j]
-            e_re -= mask[i, j] * n_hat.real
-            e_im -= mask[i, j] * n_hat.imag
-            i_re = gamma * e_re
-            i_im = gamma * e_im
-            if zeta != 0.0:
-                p = previous[b, i, j]
-                i_re += zeta * p.real
-                i_im += zeta * p.imag
-            a = diffusion * lap[i, j] + damping
-            w = w_hat[b, i, j]
-            w_hat[b, i, j] = complex(((1.0 - a) * w.real + h * i_re) / (1.0 + a),
-                                     ((1.0 - a) * w.imag + h * i_im) / (1.0 + a))
-            if store_previous:
-                previous[b, i, j] = complex(e_re, e_im)
-
-
-def _etd_stage(kind, w_hat, raw, forcing, forcing_shift, has_shift, f_cos, f_sin, mask,
-               stages, coefficients, which, ky, kx, inv_lap, scale, active,
-               out):  # pragma: no cover
-    """An ETDRK4 stage (Cox & Matthews), fused with the next evaluation's gradients.
-
-    ``raw`` is rfft(u·∇ω) of the last stage state; its N = f̂(t) − mask · raw is stored in
-    ``stages[kind - 1]`` (N_v, N_a, N_b, N_c). Then, with E, E2, Q, f1, f2, f3 =
-    ``coefficients[which[b]]``: kind 1: a = E2 ω̂ + Q N_v, kept in ``stages[4]``; kind 2:
-    b = E2 ω̂ + Q N_a; kind 3: c = E2 a + Q (2 N_b − N_v); kind 4: ω̂ ← E ω̂ + f1 N_v +
-    2 f2 (N_a + N_b) + f3 N_c. The gradients of the new state go to ``out`` (the next
-    evaluation's input), as :func:`_spectral_gradients` writes them.
-    """
-    batch, n, m = w_hat.shape
-    shared_forcing = forcing.shape[0] == 1
-    for row in numba.prange(batch * n):
-        b = row // n
-        i = row % n
-        if not active[b]:
-            continue
-        fb = 0 if shared_forcing else b
-        cb = which[b]
-        c, s = f_cos[b], f_sin[b]
-        k_y = ky[i]
-        for j in range(m):
-            # N = f̂(t) − mask · raw, f̂(t) = cos φ F̂ + sin φ Ĝ, by parts (as _imex_stage)
-            f = forcing[fb, i, j]
-            e_re = f.real * c
-            e_im = f.imag * c
-            if has_shift:
-                g = forcing_shift[fb, i, j]
-                e_re += g.real * s
-                e_im += g.imag * s
-            r = raw[b, i, j]
-            e_re -= mask[i, j] * r.real
-            e_im -= mask[i, j] * r.imag
-            stages[kind - 1, b, i, j] = complex(e_re, e_im)
-            if kind == 4:
-                w = w_hat[b, i, j]
-                nv = stages[0, b, i, j]
-                na = stages[1, b, i, j]
-                nb = stages[2, b, i, j]
-                e = coefficients[cb, 0, i, j]
-                f1 = coefficients[cb, 3, i, j]
-                f2 = 2.0 * coefficients[cb, 4, i, j]
-                f3 = coefficients[cb, 5, i, j]
-                s_re = e * w.real + f1 * nv.real + f2 * (na.real + nb.real) + f3 * e_re
-                s_im = e * w.imag + f1 * nv.imag + f2 * (na.imag + nb.imag) + f3 * e_im
-                w_hat[b, i, j] = complex(s_re, s_im)
-            else:
-                e2 = coefficients[cb, 1, i, j]
-                q = coefficients[cb, 2, i, j]
-                if kind == 3:
-                    base = stages[4, b, i, j]
-                    nv = stages[0, b, i, j]
-                    s_re = e2 * base.real + q * (2.0 * e_re - nv.real)
-                    s_im = e2 * base.imag + q * (2.0 * e_im - nv.imag)
-                else:
-                    w = w_hat[b, i, j]
-                    s_re = e2 * w.real + q * e_re
-                    s_im = e2 * w.imag + q * e_im
-                    if kind == 1:
-                        stages[4, b, i, j] = complex(s_re, s_im)
-            _gradients_at(out, b, i, j, s_re, s_im, k_y, kx[j], inv_lap[i, j], scale)
-
-
-class _Kernels:
-    """The kernels, compiled parallel or serial (GIL released)."""
-
-    def __init__(self, parallel: bool) -> None:
-        def compile_(function):
-            if parallel:
-                return numba.njit(parallel=True, cache=True)(function)
-            # A distinct name keeps numba's on-disk cache entries of the two builds apart.
-            serial = types.FunctionType(function.__code__, function.__globals__,
-                                        function.__name__ + "_serial")
-            serial.__qualname__ = function.__qualname__ + "_serial"
-            return numba.njit(nogil=True, cache=True)(serial)
-
-        self.gradients = compile_(_spectral_gradients)
-        self.advection = compile_(_advection)
-        self.imex_stage = compile_(_imex_stage)
-        self.etd_stage = compile_(_etd_stage)
-
-
-_KERNELS = {True: _Kernels(parallel=True), False: _Kernels(parallel=False)}
-
-#: Bytes of intermediate arrays the running groups of samples may keep in cache together
-#: (about half a typical L3): a group goes through a whole record interval before the next,
-#: so each step reads what the previous one wrote from cache instead of memory.
-_CACHE_BUDGET = 16 * 2 ** 20
-
-
-class _Group:
-    """Buffers of one group of samples: views of the state, FFT plans, work arrays."""
-
-    def __init__(self, engine: _Engine, rows: slice, *, backend: str, threads: int) -> None:
-        size = rows.stop - rows.start
-        self.rows = rows
-        self.w_hat = engine.w_hat[rows]
-        self.previous = engine.previous[rows]
-        self.gradients = RealFFT((size, 4), engine.n, backend=backend, threads=threads,
-                                 dtype=engine.dtype)
-        self.nonlinear = RealFFT((size,), engine.n, backend=backend, threads=threads,
-                                 dtype=engine.dtype)
-        self.everyone = np.ones(size, dtype=np.bool_)
-        # ETDRK4: N_v, N_a, N_b, N_c and the stage a
-        self.stages = engine.stages[:, rows] if engine.stages is not None else None
-
-
-class _Engine:
-    """Buffers, FFT plans, constants and threads for one (grid, batch) size; reused.
-
-    The batch is cut into groups of samples that fit in cache. With several groups, one per
-    core runs at a time, each with single-threaded FFTs and serial kernels (no
-    synchronisation inside a step); a single group uses every core inside each FFT and
-    kernel. Each sample's arithmetic is the same either way: FFTW_ESTIMATE plans give the
-    same bits for any batch or thread count, and the kernels are elementwise.
-    """
-
-    def __init__(self, n: int, batch: int, *, backend: str, threads: int | None,
-                 exponential: bool = False, dtype=np.float64) -> None:
-        self.n, self.batch = n, batch
-        self.dtype = np.dtype(dtype)
-        complex_dtype = np.result_type(self.dtype, np.complex64)
-        m = n // 2 + 1
-        self.w_hat = np.zeros((batch, n, m), dtype=complex_dtype)
-        self.previous = np.zeros((batch, n, m), dtype=complex_dtype)
-        self.stages = np.zeros((5, batch, n, m), dtype=complex_dtype) if exponential else None
-        cores = solver_threads() if threads is None else max(1, int(threads))
-        # ~12 grid-sized fields per sample (22 for ETDRK4's stages and coefficients); the
-        # cache is shared by the groups running at once (at 256² on two cores: one sample
-        # per group, 1.35x faster than two).
-        fields = 22 if exponential else 12
-        fits = max(1, _CACHE_BUDGET // (cores * fields * n * n * 8))
-        size = min(fits, -(-batch // cores))
-        starts = range(0, batch, size)
-        self.workers = min(cores, len(starts))
-        fft_threads = max(1, cores // self.workers) if n * n >= 128 * 128 else 1
-        self.kernels = _KERNELS[self.workers == 1 and cores > 1]
-        self.groups = [_Group(self, slice(s, min(batch, s + size)), backend=backend,
-                              threads=fft_threads) for s in starts]
-        self.record = RealFFT((batch,), n, backend=backend, threads=cores, dtype=self.dtype)
-        real = self.dtype.type
-        self.ky = (2 * np.pi * derivative_wavenumbers(n)).astype(real)
-        self.kx = (2 * np.pi * derivative_wavenumbers(n, real=True)).astype(real)
-        lap = _laplacian(n)  # λ(0) = 0: the mean vorticity is conserved exactly
-        self.lap = lap.astype(real)
-        self.inv_lap = np.divide(1.0, lap, out=np.zeros_like(lap), where=lap > 0).astype(real)
-        self.mask = dealias_mask(n).astype(real)
-        self.scale = real(1.0 / (n * n))  # the unnormalised backward FFT's factor, folded in
-        self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None
-
-    def map_groups(self, function: Callable[[_Group], None]) -> None:
-        """Run ``function(group)`` for every group, ``self.workers`` at a time."""
-        if self._pool is None:
-            for group in self.groups:
-                function(group)
-            return
-        for future in [self._pool.submit(function, group) for group in self.groups]:
-            future.result()  # re-raises a worker's exception here
-
-    def nonlinear(self, group: _Group, active: np.ndarray) -> np.ndarray:
-        """rfft(u ω_x + v ω_y) of the group's current state (unnormalised; a buffer view)."""
-        self.kernels.gradients(group.w_hat, self.ky, self.kx, self.inv_lap, self.scale,
-                               active, group.gradients.spectral)
-        return self.advect(group, active)
-
-    def advect(self, group: _Group, active: np.ndarray) -> np.ndarray:
-        """rfft(u ω_x + v ω_y) from the gradient spectra already in ``group.gradients``."""
-        group.gradients.backward()
-        self.kernels.advection(group.gradients.real, active, group.nonlinear.real)
-        return group.nonlinear.forward()
-
-    def advection(self) -> np.ndarray:
-        """u ω_x + v ω_y of the current state in physical space (a new array; for tests)."""
-        out = np.empty((self.batch, self.n, self.n))
-        for group in self.groups:
-            self.nonlinear(group, group.everyone)
-            out[group.rows] = group.nonlinear.real
-        return out
-
-    def max_speed(self) -> np.ndarray:
-        """max over the grid of |u| + |v| per sample."""
-        speed = np.empty(self.batch)
-        for group in self.groups:
-            self.kernels.gradients(group.w_hat, self.ky, self.kx, self.inv_lap, self.scale,
-                                   group.everyone, group.gradients.spectral)
-            velocity = group.gradients.backward()[:, :2]
-            speed[group.rows] = np.max(np.abs(velocity[:, 0]) + np.abs(velocity[:, 1]),
-                                       axis=(-2, -1))
-        return speed
-
-    def physical(self) -> np.ndarray:
-        """The current vorticity in physical space (a new float64 array)."""
-        self.record.spectral[...] = self.w_hat
-        return self.record.backward().astype(np.float64) * (1.0 / (self.n * self.n))
-
-    def load(self, vorticity: np.ndarray) -> None:
-        self.record.real[...] = vorticity
-        self.w_hat[...] = self.record.forward()
 
 
 @register_solver("navier-stokes")
@@ -724,7 +413,7 @@ class NavierStokes2D(TimeDependentSolver):
         super().__init__(**config)
         self.fft_backend = fft_backend
         self.threads = threads
-        self._engines: dict[tuple[int, int], _Engine] = {}
+        self._engines: dict[tuple[int, int], Engine] = {}
         self._etd: tuple[bytes, np.ndarray] | None = None
         self._grf = None
 
@@ -796,10 +485,10 @@ class NavierStokes2D(TimeDependentSolver):
         return inputs
 
     # -- simulation ------------------------------------------------------------------------
-    def _engine(self, batch: int) -> _Engine:
+    def _engine(self, batch: int) -> Engine:
         key = (self.config.simulation_resolution, batch)
         if key not in self._engines:
-            self._engines[key] = _Engine(
+            self._engines[key] = Engine(
                 key[0], batch, backend=self.fft_backend, threads=self.threads,
                 exponential=self.config.effective_scheme == "etdrk4",
                 dtype=np.dtype(self.config.dtype))
@@ -908,7 +597,7 @@ class NavierStokes2D(TimeDependentSolver):
                              f"steps): choose a time factor that divides {steps}")
         return {"time_step": step}
 
-    def _forcing_spectra(self, engine: _Engine, amplitudes):
+    def _forcing_spectra(self, engine: Engine, amplitudes):
         """f̂ and, for the moving phase, its quarter-period shift: f̂(t) = cos φ F̂ + sin φ Ĝ."""
         cfg, n = self.config, engine.n
         plan = RealFFT((1 if amplitudes is None else amplitudes.shape[0],), n,
@@ -921,85 +610,28 @@ class NavierStokes2D(TimeDependentSolver):
         plan.real[...] = forcing_field(cfg.forcing, n, amplitudes, phase=np.pi / 2)
         return forcing_hat, plan.forward().copy()
 
-    def _advance_interval(self, engine: _Engine, start: float, viscosity: np.ndarray,
+    def _advance_interval(self, engine: Engine, start: float, viscosity: np.ndarray,
                           forcing_hat: np.ndarray, shift_hat: np.ndarray) -> None:
         """Advance ``engine.w_hat`` by one record interval, sub-stepping per sample."""
         cfg = self.config
         interval = cfg.record_interval
-        batch = engine.batch
         if cfg.time_stepping == "faithful":
-            steps = np.full(batch, whole_multiple(interval, cfg.effective_time_step, "interval"))
+            steps = np.full(engine.batch, whole_multiple(interval, cfg.effective_time_step,
+                                                         "interval"))
         else:
             speed = engine.max_speed()
             with np.errstate(divide="ignore"):
                 limit = np.minimum(cfg.cfl / (engine.n * speed), cfg.effective_time_step)
             steps = np.maximum(1, np.ceil(interval / limit - 1e-9)).astype(np.int64)
         dt = interval / steps
+        phase_speed = FORCING_PHASE_SPEED if cfg.forcing == "torus-vis-force" else None
         if cfg.effective_scheme == "etdrk4":
-            self._advance_etdrk4(engine, start, int(steps[0]), float(dt[0]), viscosity,
-                                 forcing_hat, shift_hat)
-            return
-        if cfg.effective_scheme == "euler-cn":
-            stages = ((0.5, 1.0, 0.0, 0.0),)  # (alpha, gamma, zeta, node)
+            coefficients, which = self._etd_coefficients(viscosity)
+            engine.advance_etdrk4(int(steps[0]), float(dt[0]), start, coefficients, which,
+                                  forcing_hat, shift_hat, phase_speed)
         else:
-            stages = tuple(zip(_RK3_ALPHA, _RK3_GAMMA, _RK3_ZETA, _RK3_NODES))
-        store_previous = len(stages) > 1
-        moving = cfg.forcing == "torus-vis-force"
-        shared = forcing_hat.shape[0] == 1
-        kernels = engine.kernels
-
-        def advance(group: _Group) -> None:
-            # Samples are independent: a group runs through the whole interval on its own,
-            # its working set staying in cache from step to step.
-            rows = group.rows
-            group_steps, group_dt, nu = steps[rows], dt[rows], viscosity[rows]
-            f = forcing_hat if shared else forcing_hat[rows]
-            g = shift_hat if shared else shift_hat[rows]
-            f_cos, f_sin = np.ones(len(group_dt)), np.zeros(len(group_dt))
-            for sub in range(int(group_steps.max())):
-                active = sub < group_steps
-                for alpha, gamma, zeta, node in stages:
-                    if moving:
-                        phase = FORCING_PHASE_SPEED * (start + (sub + node) * group_dt)
-                        f_cos, f_sin = np.cos(phase), np.sin(phase)
-                    nonlinear_hat = engine.nonlinear(group, active)
-                    kernels.imex_stage(group.w_hat, nonlinear_hat, group.previous, f, g, moving,
-                                       f_cos, f_sin, engine.mask, engine.lap, nu,
-                                       float(cfg.drag), group_dt, active, alpha, gamma, zeta,
-                                       store_previous)
-
-        engine.map_groups(advance)
-
-    def _advance_etdrk4(self, engine: _Engine, start: float, steps: int, dt: float,
-                        viscosity: np.ndarray, forcing_hat: np.ndarray,
-                        shift_hat: np.ndarray) -> None:
-        """``steps`` ETDRK4 steps of ``dt`` (every sample alike: faithful stepping)."""
-        coefficients, which = self._etd_coefficients(viscosity)
-        moving = self.config.forcing == "torus-vis-force"
-        shared = forcing_hat.shape[0] == 1
-        kernels = engine.kernels
-
-        def advance(group: _Group) -> None:
-            rows, active = group.rows, group.everyone
-            f = forcing_hat if shared else forcing_hat[rows]
-            g = shift_hat if shared else shift_hat[rows]
-            own = which[rows]
-            f_cos, f_sin = np.ones(len(active)), np.zeros(len(active))
-            kernels.gradients(group.w_hat, engine.ky, engine.kx, engine.inv_lap, engine.scale,
-                              active, group.gradients.spectral)
-            for sub in range(steps):
-                for kind, node in ((1, 0.0), (2, 0.5), (3, 0.5), (4, 1.0)):
-                    if moving:
-                        phase = FORCING_PHASE_SPEED * (start + (sub + node) * dt)
-                        f_cos = np.full(len(active), np.cos(phase))
-                        f_sin = np.full(len(active), np.sin(phase))
-                    raw = engine.advect(group, active)
-                    kernels.etd_stage(kind, group.w_hat, raw, f, g, moving, f_cos, f_sin,
-                                      engine.mask, group.stages, coefficients, own, engine.ky,
-                                      engine.kx, engine.inv_lap, engine.scale, active,
-                                      group.gradients.spectral)
-
-        engine.map_groups(advance)
+            engine.advance_imex(IMEX_STAGES[cfg.effective_scheme], steps, dt, start, viscosity,
+                                float(cfg.drag), forcing_hat, shift_hat, phase_speed)
 
     # -- dataset generation ----------------------------------------------------------------
     def extra_outputs(self, inputs: Mapping[str, np.ndarray],

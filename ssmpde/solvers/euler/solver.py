@@ -21,9 +21,9 @@ from ..base import (
     VariableSpec,
     positive_finite,
     register_solver,
-    stack_fields,
     whole_multiple,
 )
+from ..protocol import stack_fields
 from ..random_fields import sample_rng
 from .engine import _boundary_pair, _check_numerics, _check_primitive, _Engine, _hint
 from .initial import (
