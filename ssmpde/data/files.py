@@ -32,25 +32,10 @@ from .reading import load_dataset, open_dataset
 from .schema import SAMPLE
 from .validation import _raise_if_invalid
 
-__all__ = [
-    "FIGURE_FORMATS",
-    "NETCDF_COMPRESSION",
-    "Conversion",
-    "NETCDF_SUFFIXES",
-    "ZARR_FORMAT",
-    "ZARR_SUFFIXES",
-    "check_output",
-    "convert",
-    "figure_metadata",
-    "format_of_suffix",
-    "is_ssmpde_output",
-    "load_dataset",
-    "open_dataset",
-    "save",
-    "size_bound",
-    "size_bound_of",
-    "write_dataset",
-]
+# The readers and the output policy stay importable from here (``from ssmpde.data.files import
+# open_dataset``); each is documented once, in the module that defines it.
+__all__ = ["NETCDF_COMPRESSION", "ZARR_FORMAT", "Conversion", "convert", "save", "size_bound",
+           "size_bound_of", "write_dataset"]
 
 NETCDF_COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 # Zarr format 2 keeps stores readable by other zarr readers (zarr-python 3 reads and writes it), and

@@ -54,41 +54,9 @@ from .global_attrs import CONVENTIONS, REQUIRED_GLOBAL_ATTRS, _config_json, conf
 from .roles import ENCODED_BY, ROLE, ROLES, VECTOR, VECTOR_COMPONENT, vectors_of
 from .validation import _raise_if_invalid, validate
 
-__all__ = [
-    "BOUNDARY_CONDITIONS",
-    "BOUNDARY_KINDS",
-    "BOUNDS_DIM",
-    "CONVENTIONS",
-    "ENCODED_BY",
-    "GRID_PLACEMENT",
-    "GRID_PLACEMENTS",
-    "REQUIRED_GLOBAL_ATTRS",
-    "ROLE",
-    "ROLES",
-    "SAMPLE",
-    "SPATIAL_DIMS",
-    "STANDARD_DIMS",
-    "TIME",
-    "VECTOR",
-    "VECTOR_COMPONENT",
-    "X",
-    "Y",
-    "DatasetFileError",
-    "SchemaError",
-    "boundary_conditions_of",
-    "build_dataset",
-    "canonical_dims",
-    "config_of",
-    "format_boundary_conditions",
-    "grid_coordinates",
-    "parse_boundary_conditions",
-    "roles_of",
-    "sample_coordinate",
-    "spatial_coordinate",
-    "time_coordinate",
-    "validate",
-    "vectors_of",
-]
+# The names of the parts above stay importable from here (``from ssmpde.data.schema import
+# SAMPLE``); each is documented once, in the module that defines it.
+__all__ = ["build_dataset", "roles_of"]
 
 
 def build_dataset(data_vars: Mapping[str, xr.DataArray], *, coords: Mapping[str, xr.DataArray],
