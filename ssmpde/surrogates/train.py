@@ -62,7 +62,10 @@ from .distributed import (_distributed, _leave, _mean_across, _rank_device, _sto
 from .evaluation import _evaluate_split, _require_samples, evaluate
 from .train_config import TrainConfig, check_device, horizon_at
 
-__all__ = ["TrainConfig", "evaluate", "load_checkpoint", "process_rank", "train"]
+# TrainConfig, evaluate, load_checkpoint and process_rank stay importable from here (``from
+# ssmpde.surrogates.train import TrainConfig, train, evaluate``); each is documented once, in
+# the module that defines it.
+__all__ = ["train"]
 
 
 class TrainingDivergedError(FloatingPointError):
