@@ -305,26 +305,37 @@ def test_the_progress_bar_counts_whole_frames(capsys):
     assert counted == sorted(counted) and counted[-1] == 6
 
 
-def test_the_duration_estimate_counts_the_spin_up_and_never_runs_it():
-    """The estimate once left ``spin_up`` out (0.73 s quoted for a 17 s run), and a spin-up
-    of 1e6 kept the probe itself simulating, so nothing was printed at all."""
-    from ssmpde.generation._batches import _estimate
+def test_the_duration_estimate_counts_the_spin_up_and_never_runs_it(monkeypatch):
+    """The probe once ran the spin-up itself (twice), so ``--spin-up 1e6`` printed nothing at
+    all. On a clock where a solver's advance costs 0.01 s per unit of simulated time, the
+    estimate is exactly that rate times the sample's time, spin-up included (a quarter of it
+    on a grid of a quarter of the cells), and the probe simulates far less than the spin-up."""
+    from ssmpde.generation import _batches
     from ssmpde.solvers import get_solver
+    from ssmpde.solvers.navier_stokes import NavierStokes2D
 
-    plain = get_solver("navier-stokes", **SMALL)
-    _estimate(plain, 0, (0, 1), 1)  # numba's compilation
-    without = _estimate(plain, 0, (0, 2), 2).seconds
-    spun = _estimate(get_solver("navier-stokes", **SMALL, spin_up=9.0), 0, (0, 2), 2).seconds
-    assert spun > 3 * without, (spun, without)  # 10x the simulated time
-    # In a process of its own under a timeout: before the fix the probe simulated the spin-up.
-    code = ("from ssmpde.generation._batches import _estimate\n"
-            "from ssmpde.solvers import get_solver\n"
-            f"print(_estimate(get_solver('navier-stokes', **{SMALL!r}, spin_up=1e6), 0, (0, 2),"
-            " 2).seconds)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert float(done.stdout) > 1e4 * without
-    coarse = _estimate(get_solver("navier-stokes", **SMALL, spin_up=9.0,
-                                  spin_up_resolution=16), 0, (0, 2), 2).seconds
-    assert coarse < spun  # a quarter of the cells
+    clock, simulated = [0.0], []
+    advance = NavierStokes2D.advance
+
+    def timed(self, *args, **kwargs):
+        out = advance(self, *args, **kwargs)
+        simulated.append(float(self.config.record_interval))
+        clock[0] += 0.01 * simulated[-1]
+        return out
+
+    def estimate(**options):
+        simulated.clear()
+        seconds = _batches._estimate(get_solver("navier-stokes", **SMALL, **options), 0,
+                                     (0, 2), 2).seconds
+        return seconds, sum(simulated)
+
+    monkeypatch.setattr(NavierStokes2D, "advance", timed)
+    monkeypatch.setattr(_batches.time, "perf_counter", lambda: clock[0])
+    seconds, probed = estimate()
+    assert seconds == pytest.approx(0.01 * 1.0) and probed < 2.0
+    seconds, probed = estimate(spin_up=9.0)
+    assert seconds == pytest.approx(0.01 * (1.0 + 9.0)) and probed < 2.0
+    seconds, probed = estimate(spin_up=9.0, spin_up_resolution=16)
+    assert seconds == pytest.approx(0.01 * (1.0 + 9.0 / 4)) and probed < 2.0
+    seconds, probed = estimate(spin_up=1e6)
+    assert seconds == pytest.approx(0.01 * (1.0 + 1e6)) and probed < 2.0
