@@ -30,12 +30,14 @@ in [0, 1] concatenated, so the model maps ``[batch, in_channels, *grid]`` to
   is a single FFN, and the gate, which would be a softmax over one expert (identically 1, zero
   gradient), is then left out.
 * ``oformer``: OFormer (Li, Meidani, Farimani, TMLR 2023): encoder ``Linear([a, x])`` →
-  ``depth`` layers ``z ← LN z; z ← z + Self(z); z ← LN z; z ← z + FFN(z)`` (GELU) → a linear
+  ``depth`` layers ``z ← LN z; z ← z + Self(z); z ← LN z; z ← z + FFN(z)`` → a linear
   map to ``latent_width``; decoder: Gaussian Fourier features of the query coordinates
   (fixed random frequencies of standard deviation ``fourier_scale``) and an MLP give the
   queries, one cross layer ``q ← q + Cross(q, z); q ← q + FFN(q)`` reads the encoded input,
   and an MLP of ``[q, x]`` gives the output (the Darcy decoder, ``PointWiseDecoder2DSimple``).
-  The query points are the grid points themselves.
+  The query points are the grid points themselves. Its feed-forwards are GEGLU, as released:
+  ``Linear(E → 2h)``, ``GELU(a) ⊙ g`` of the two halves, ``Linear(h → E)``, h =
+  ``mlp_ratio · E``.
 
 One registered model with a ``backbone`` option, rather than three: the three share the
 config, the mixers and the comparison they exist for, and ``mixer`` is an option in the same
@@ -55,24 +57,35 @@ configurations for CPU training; the released ones are reached with overrides:
 
 The S6 blocks use state 16 and expand 2 as released (``state_size``, ``expand``).
 
-Parameters of the presets (mamba / attention / softmax): ``galerkin`` 1,411,361 / 1,320,225 /
-1,319,201 (about 1.18 M of them in the spectral regressor); ``gnot`` 282,689 / 172,097 /
-172,097; ``oformer`` 445,185 / 267,521 / 265,985; ``1d`` (mamba) 297,153. An S6 block of width
+Parameters of the presets (mamba / attention / softmax): ``galerkin`` 1,413,537 / 1,322,401 /
+1,321,377 (about 1.18 M of them in the spectral regressor); ``gnot`` 282,689 / 172,097 /
+172,097; ``oformer`` 478,337 / 300,673 / 299,137; ``1d`` (mamba) 297,153. An S6 block of width
 E has 2·(2E)·E + 2·(R + 2N)·2E + 2·2E·R + 2·2E·(N + 2) + 2·2E + 2E·E parameters against the
 4·(E² + E) of a linear or softmax attention layer.
+
+At the released sizes (the overrides above) the Mamba models have the release's parameter
+counts: Galerkin 4,854,177 and OFormer 1,626,465 exactly; GNOT 1,135,777, the release's
+1,287,173 less two things that never train: the coordinate gate MLP the release builds in
+every block even for one expert (4 × 37,825 parameters; a softmax over one expert is 1
+whatever its input, so they get no gradient) and the 96 weights of the trunk MLP's third
+input, which the release feeds the dataset's empty parameter vector (a constant 0).
+``docs/models/mno.md`` lists the attention mixers' counts against the release's.
 
 Notes
 -----
 Further differences from the released code, this module's choices:
 
 * dropout is left out (the trainer has none to switch off at evaluation);
+* GNOT builds no gate for one expert and no trunk input for the empty parameter vector
+  (above);
 * Galerkin attention does not concatenate the coordinates to every head, and its weights
   keep PyTorch's initialisation (see :class:`~ssmpde.surrogates.attention.GalerkinAttention`);
   Cao's Darcy model also has a convolutional down/up-scaler, which the MNO runs disable at
   64² (``downscaler_size: null``) and which is not built here;
-* OFormer's attention uses instance normalisation of keys and values and rotary relative
-  position embeddings; ``mixer="attention"`` uses the Galerkin attention above (layer
-  norms, coordinates in the features) for it too;
+* OFormer's attention has ``heads`` heads of ``width`` channels each (bias-free q, k, v
+  maps to ``heads · width``), instance normalisation of keys and values and rotary relative
+  position embeddings; ``mixer="attention"`` uses the Galerkin attention above (heads
+  splitting ``width``, layer norms, coordinates in the features) for it too;
 * Cross S6 with a context of another length resamples the context projections (see
   :class:`~ssmpde.surrogates.s6.CrossS6`); here queries and context are the same grid.
 
@@ -91,6 +104,7 @@ A. Gu and T. Dao, "Mamba: Linear-time sequence modeling with selective state spa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -245,6 +259,22 @@ def _feed_forward(width: int, hidden: int, activation: type[nn.Module]) -> nn.Se
     return nn.Sequential(nn.Linear(width, hidden), activation(), nn.Linear(hidden, width))
 
 
+class _GEGLU(nn.Module):
+    r"""Gated GELU (Shazeer 2020): the last axis split into halves a and g,
+    :math:`\mathrm{GELU}(a) \odot g`, so ``[..., 2h] -> [..., h]``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, g = x.chunk(2, dim=-1)
+        return F.gelu(a) * g
+
+
+def _gated_feed_forward(width: int, hidden: int) -> nn.Sequential:
+    r"""OFormer's feed-forward: Linear(E → 2h), GEGLU, Linear(h → E) (the released code's
+    ``FeedForward``; 2·E·h + E·h + 2h + E parameters against the E·h + E·h + h + E of a
+    plain MLP)."""
+    return nn.Sequential(nn.Linear(width, 2 * hidden), _GEGLU(), nn.Linear(hidden, width))
+
+
 # ---------------------------------------------------------------------------------------
 # Galerkin Transformer.
 # ---------------------------------------------------------------------------------------
@@ -312,7 +342,8 @@ class SpectralRegressor(nn.Module):
               u = W_2\,\mathrm{SiLU}(W_1 h_L)
 
     with Fourier layers :math:`K_j` (``modes`` per axis) on the grid and pointwise linear maps
-    :math:`W_j`; the head's hidden width is twice the regressor's.
+    :math:`W_j`; the head's hidden width is 2·d times the regressor's on a d-dimensional grid
+    (128 for the released 32 channels in 2D).
 
     Parameters
     ----------
@@ -338,8 +369,10 @@ class SpectralRegressor(nn.Module):
         self.spectral = nn.ModuleList(_SpectralConv(width, self.grid, modes)
                                       for _ in range(layers))
         self.pointwise = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
-        self.head = nn.Sequential(nn.Linear(width, 2 * width), nn.SiLU(),
-                                  nn.Linear(2 * width, out_channels))
+        # The released head (Cao's ``dim_feedforward = 2 · spacial_dim · freq_dim``).
+        hidden = 2 * len(self.grid) * width
+        self.head = nn.Sequential(nn.Linear(width, hidden), nn.SiLU(),
+                                  nn.Linear(hidden, out_channels))
 
     def forward(self, points: torch.Tensor) -> torch.Tensor:
         h = self.lift(points)                                            # [b, P, w]
@@ -482,14 +515,14 @@ class GNOT(nn.Module):
 # ---------------------------------------------------------------------------------------
 class _OFormerLayer(nn.Module):
     """OFormer's encoder layer (``use_ln=True``): z ← LN z; z ← z + Mixer(z); z ← LN z;
-    z ← z + FFN(z) (GELU)."""
+    z ← z + FFN(z) (the GEGLU feed-forward)."""
 
     def __init__(self, width: int, mixer: nn.Module, hidden: int):
         super().__init__()
         self.norm1 = nn.LayerNorm(width)
         self.mixer = mixer
         self.norm2 = nn.LayerNorm(width)
-        self.ffn = _feed_forward(width, hidden, nn.GELU)
+        self.ffn = _gated_feed_forward(width, hidden)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         z = self.norm1(z)
@@ -522,7 +555,7 @@ class OFormer(nn.Module):
         self.query_embed = nn.Sequential(nn.Linear(latent, latent, bias=False), nn.GELU(),
                                          nn.Linear(latent, latent, bias=False))
         self.cross = _cross_mixer(c, latent)
-        self.cross_ffn = _feed_forward(latent, c.mlp_ratio * latent, nn.GELU)
+        self.cross_ffn = _gated_feed_forward(latent, c.mlp_ratio * latent)
         self.head = nn.Sequential(nn.Linear(latent + dims, latent, bias=False), nn.GELU(),
                                   nn.Linear(latent, latent // 2, bias=False), nn.GELU(),
                                   nn.Linear(latent // 2, c.out_channels))
@@ -540,6 +573,17 @@ class OFormer(nn.Module):
 
 
 _BACKBONE_CLASSES = {"galerkin": GalerkinTransformer, "gnot": GNOT, "oformer": OFormer}
+
+#: Backbone → (weights that changed shape when MNO followed the released code, the change):
+#: the first dimension of these weights doubled.
+_EARLIER_LAYOUT = {
+    "galerkin": (r"regressor\.head\.0\.weight$",
+                 "the 2D Galerkin regressor head is now 4 times the regressor's width (it "
+                 "was 2)"),
+    "oformer": (r"ffn\.0\.weight$",
+                "OFormer's feed-forwards are now GEGLU, Linear E → 2h (they were plain GELU "
+                "MLPs, Linear E → h)"),
+}
 
 
 @register_model("mno")
@@ -591,6 +635,26 @@ class MNO(Surrogate):
         coordinates = unit_coordinates(config.grid).flatten(1).T.contiguous()   # [P, d]
         self.register_buffer("coordinates", coordinates, persistent=False)
         self.backbone = _BACKBONE_CLASSES[config.backbone](config)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """:meth:`torch.nn.Module.load_state_dict`, refusing with a clear RuntimeError the
+        weights of ssmpde's MNO from before it built the released layers (see
+        :data:`_EARLIER_LAYOUT`): they do not fit, and no option rebuilds the old layers."""
+        if self.config.backbone in _EARLIER_LAYOUT:
+            pattern, change = _EARLIER_LAYOUT[self.config.backbone]
+            own = self.state_dict()
+            stale = [name for name, saved in state_dict.items()
+                     if re.search(pattern, name) and name in own
+                     and 2 * saved.shape[0] == own[name].shape[0]
+                     and saved.shape[1:] == own[name].shape[1:]]
+            if stale:
+                names = ", ".join(stale[:2]) + (f" and {len(stale) - 2} more"
+                                                if len(stale) > 2 else "")
+                raise RuntimeError(
+                    f"these MNO weights were written by an earlier ssmpde: {change}, as in "
+                    f"the released MNO code, and {names} in these weights are half as wide; "
+                    "no option builds the earlier layers, so retrain")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
