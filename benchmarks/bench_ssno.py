@@ -37,7 +37,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", type=Path, default=RESULTS / "ssno.json")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    small = dict(width=8, lifting=8, depth=2, state_size=4, memory_state_size=4,
+    small = dict(width=8, depth=2, state_size=4, memory_state_size=4,
                  grid=(32,)) if args.tiny else {}
     models = {backend: build_model("ssno", preset="ks", s4d_backend=backend, **small)
               for backend in ("fft", "reference")}

@@ -75,8 +75,9 @@ def unrolled(horizon: int, curriculum: tuple[int, ...] | None = None,
                                                         correction_mode=correction_mode)
 
 
-_SSNO_NARROW = {"width": 16, "lifting": 32, "depth": 2, "state_size": 16, "memory": False,
-                "window": 1}
+#: SS-NO's earlier layout (layout="ssmpde"), which the recorded results were measured with.
+_SSNO_NARROW = {"layout": "ssmpde", "width": 16, "lifting": 32, "depth": 2, "state_size": 16,
+                "memory": False, "window": 1}
 #: name -> (coarse grid, model, preset, model options, training options)
 CONFIGURATIONS = {
     "conv-source-unrolled-4x": (128, "conv-corrector", "ks", {}, unrolled(8, (1, 4, 8))),

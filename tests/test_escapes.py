@@ -263,7 +263,7 @@ def test_time_limit_must_be_a_finite_number_of_seconds(value, darcy, tmp_path):
 @pytest.mark.parametrize("name, options", [
     ("geomano", dict(width=80, depth=66, state_size=4, grid=(9, 9), latent_grid=(9, 9))),
     ("fno", dict(width=70, grid=(150, 150), modes=(70, 70))),
-    ("ssno", dict(width=70, lifting=100, grid=(64,))),
+    ("ssno", dict(width=70, state_size=100, grid=(64,))),
 ])
 def test_the_parameter_estimate_is_a_lower_bound(name, options):
     cls = get_model_class(name)

@@ -23,7 +23,7 @@ def ks_ssno_run(tmp_path_factory):
     generate("kuramoto-sivashinsky", num_samples=3, seed=0, out=data, progress=False, **SOLVER)
     run = root / "run"
     train("ssno", data, out=run, preset="ks",
-          model_overrides=dict(width=8, lifting=8, depth=2, state_size=4,
+          model_overrides=dict(width=8, depth=2, state_size=4,
                                memory_state_size=4),
           config=TrainConfig(epochs=1, batch_size=4, window=WINDOW, num_test=1,
                              schedule="cosine", noise_std=0.001), progress=False)

@@ -38,7 +38,7 @@ CONFIGS = [
     ("mno", "oformer-mamba", dict(preset="oformer", mixer="mamba", grid=(6, 5), width=8,
                                   depth=1, heads=2, state_size=4, latent_width=8,
                                   regressor_width=4, regressor_modes=(3, 3))),
-    ("ssno", "memory", dict(grid=(9, 13), width=8, lifting=16, depth=2, state_size=4,
+    ("ssno", "memory", dict(grid=(9, 13), width=8, depth=2, state_size=4,
                             memory_state_size=4, memory_after=1)),
     ("lean-fno", "2d", dict(preset="ns-corrector", grid=(16, 12), modes=(4, 4), width=8)),
     ("lean-fno", "1d", dict(preset="ks-corrector", grid=(32,), modes=(8,), width=8)),

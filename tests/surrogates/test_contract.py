@@ -37,7 +37,7 @@ MODELS = [(name, preset) for name in list_models()
 IDS = [f"{name}-{preset}" for name, preset in MODELS]
 
 #: Small sizes, for the models that have these options.
-SMALL = dict(width=8, depth=1, state_size=4, lifting=8, memory_state_size=4, latent_width=8,
+SMALL = dict(width=8, depth=1, state_size=4, memory_state_size=4, latent_width=8,
              regressor_width=4, heads=2, latent_grid=3, chunk_size=8)
 #: Odd grids of each dimension (the 2D one not square).
 GRIDS = {1: (11,), 2: (7, 5)}

@@ -1,6 +1,9 @@
-"""SS-NO: shapes and gradients on odd grids, ablation switches, temporal memory, agreement of
-the S4D backends, exact save/load, golden output, configuration errors raised at build time
-and the preset parameter counts (the contract of every model: test_contract.py)."""
+"""SS-NO: shapes and gradients on odd grids, ablation switches (the damping-free ones have ρ = 0
+exactly), the temporal memory as an S4 block (nonlinear, residual), agreement of the S4D
+backends, exact save/load, golden outputs, configuration errors raised at build time, the
+paper's parameter counts (Table 2 and TorusLi), and the earlier layout (``layout="ssmpde"``)
+that checkpoints written before the paper's layout load into (the contract of every model:
+test_contract.py)."""
 
 import json
 from pathlib import Path
@@ -9,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from ssmpde.kernels.s4d import s4d_kernel
 from ssmpde.surrogates import (
     build_model,
     model_from_json,
@@ -18,12 +22,15 @@ from ssmpde.surrogates import (
 from ssmpde.surrogates.ssno import S4DLayer, _along
 
 GOLDEN = Path(__file__).parent / "golden" / "ssno_tiny.json"
+#: The first SS-NO's output (now layout="ssmpde"), written before the paper's layout existed.
+#: Never regenerated: it is what the checkpoints of that version compute.
+GOLDEN_SSMPDE = Path(__file__).parent / "golden" / "ssno_ssmpde_tiny.json"
 
 
 def tiny(**overrides):
     """A small SS-NO (few channels, modes and blocks) on a 9×13 grid."""
-    config = dict(grid=(9, 13), width=8, lifting=16, depth=2, state_size=4,
-                  memory_state_size=4, memory_after=1)
+    config = dict(grid=(9, 13), width=8, depth=2, state_size=4, memory_state_size=4,
+                  memory_after=1)
     config.update(overrides)
     return build_model("ssno", **config)
 
@@ -43,7 +50,7 @@ def forward_backward(model, x):
 
 def s4d_layers(model):
     """The spatial S4D layers of the blocks (not the temporal memory)."""
-    return [layer for block in model.blocks for layer in block.axes]
+    return [getattr(layer, "ssm", layer) for block in model.blocks for layer in block.axes]
 
 
 # ---------------------------------------------------------------------------------------
@@ -56,7 +63,10 @@ def s4d_layers(model):
     (dict(grid=(64, 64), window=3, memory=True, memory_after=2), 2),
     (dict(grid=(33, 17), window=2, memory=True, mixing="parallel", in_channels=3), 2),
     (dict(grid=(9, 13), learn_damping=False, learn_frequency=False), 3),
-], ids=["1d-32", "1d-97-memory", "1d-512", "64x64-memory", "33x17-parallel", "9x13-fixed"])
+    (dict(grid=(33, 17), window=2, memory=True, layout="ssmpde"), 2),
+    (dict(grid=(21,), window=3, memory=True, layout="ssmpde", learn_damping=False), 2),
+], ids=["1d-32", "1d-97-memory", "1d-512", "64x64-memory", "33x17-parallel", "9x13-fixed",
+        "33x17-ssmpde", "1d-21-ssmpde-frequency-only"])
 def test_forward_backward_shapes_and_gradients(overrides, batch):
     torch.manual_seed(0)
     model = tiny(**overrides)
@@ -113,27 +123,69 @@ def test_every_ablation_switch_builds_and_runs(switches):
     out = forward_backward(model, input_for(model))
     assert out.shape == (2, 1, 7, 5) and torch.isfinite(out).all()
     parameters = dict(model.named_parameters())
-    assert ("blocks.0.axes.0.damping" in parameters) == learn_damping
-    assert ("blocks.0.axes.1.frequency" in parameters) == learn_frequency
-    assert ("memory.C" in parameters) == switches["memory"]
+    assert ("blocks.0.axes.0.ssm.damping" in parameters) == learn_damping
+    assert ("blocks.0.axes.1.ssm.frequency" in parameters) == learn_frequency
+    assert ("memory.ssm.C" in parameters) == switches["memory"]
+    # The temporal memory always learns its damping and frequencies.
+    assert ("memory.ssm.damping" in parameters) == switches["memory"]
 
 
-def test_fixed_damping_and_frequency_stay_at_their_initial_values():
+@pytest.mark.parametrize("learn_frequency", [True, False], ids=["frequency-only", "fixed"])
+def test_without_learned_damping_there_is_none(learn_frequency):
+    # The paper's "Frequency only" (and "Fixed") ablation: the damping is zero, not frozen at
+    # its initial value, and stays zero through training.
     torch.manual_seed(2)
-    model = tiny(learn_damping=False, learn_frequency=False)
+    model = tiny(window=3, memory=True, learn_damping=False, learn_frequency=learn_frequency)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        optimizer.zero_grad()
+        forward_backward(model, input_for(model))
+        optimizer.step()
+    for layer in s4d_layers(model):
+        assert not isinstance(layer.damping, torch.nn.Parameter)
+        assert torch.equal(layer.damping_rate, torch.zeros_like(layer.damping_rate))
+    # ... not saved either (a constant of the config; −∞ would read as a diverged run) ...
+    assert not any(key.endswith("ssm.damping") and key.startswith("blocks")
+                   for key in model.state_dict())
+    assert all(torch.isfinite(w).all() for w in model.state_dict().values())
+    # ... while the memory's damping is learned.
+    assert isinstance(model.memory.ssm.damping, torch.nn.Parameter)
+
+
+def test_zero_damping_kernel_does_not_decay_and_the_default_one_does():
+    # One mode (ω = π), Δ = 0.1: with ρ = ½ the kernel's envelope falls by e^{-5} over 100
+    # lags; without damping it keeps its amplitude.
+    envelopes = {}
+    for learn_damping in (True, False):
+        layer = S4DLayer(1, 2, bidirectional=False, learn_damping=learn_damping)
+        with torch.no_grad():
+            layer.log_dt.fill_(torch.log(torch.tensor(0.1)))
+            layer.C.zero_()
+            layer.C[0, 0, 1, 0] = 1.0
+            kernel = s4d_kernel(layer.log_dt, layer.damping, layer.frequency, layer.C, 200)
+        envelopes[learn_damping] = (kernel[0, 0, 100:].abs().max()
+                                    / kernel[0, 0, :100].abs().max()).item()
+    assert envelopes[True] < 0.01
+    assert envelopes[False] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_fixed_frequency_stays_at_its_initial_value():
+    torch.manual_seed(2)
+    model = tiny(learn_damping=True, learn_frequency=False)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     forward_backward(model, input_for(model))
     optimizer.step()
     after = model.state_dict()
     for key, value in before.items():
-        if key.endswith(("damping", "frequency")) and key.startswith("blocks"):
+        if key.endswith("frequency") and key.startswith("blocks"):
             assert torch.equal(value, after[key]), key
-    assert not torch.equal(before["blocks.0.axes.0.C"], after["blocks.0.axes.0.C"])
-    # S4D-Lin: Re A = −½, Im A = π n.
-    layer = model.blocks[0].axes[0]
-    torch.testing.assert_close(torch.nn.functional.softplus(layer.damping),
-                               torch.full_like(layer.damping, 0.5))
+    assert not torch.equal(before["blocks.0.axes.0.ssm.C"], after["blocks.0.axes.0.ssm.C"])
+    assert not torch.equal(before["blocks.0.axes.0.ssm.damping"],
+                           after["blocks.0.axes.0.ssm.damping"])
+    # S4D-Lin: Re A = −½ at the start, Im A = π n.
+    layer = tiny().blocks[0].axes[0].ssm
+    torch.testing.assert_close(layer.damping_rate, torch.full_like(layer.damping, 0.5))
     torch.testing.assert_close(layer.frequency[0], torch.pi * torch.arange(4.0))
 
 
@@ -166,8 +218,25 @@ def test_s4d_along_an_axis_acts_on_the_lines_of_that_axis(axis):
             torch.testing.assert_close(got, layer(line))
 
 
+def test_spatial_layer_is_residual_with_its_feed_forward():
+    # u + F(GELU(K(LN u))): zero the feed-forward's output layer and a block is its channel
+    # mixing alone; the feed-forward is width → 2·width → width.
+    torch.manual_seed(4)
+    model = tiny(grid=(11,), window=1)
+    block = model.blocks[0]
+    layer = block.axes[0]
+    assert [m.out_features for m in layer.feedforward if hasattr(m, "out_features")] == [16, 8]
+    v = torch.randn(2, 8, 11)
+    with torch.no_grad():
+        layer.feedforward[-1].weight.zero_()
+        layer.feedforward[-1].bias.zero_()
+        torch.testing.assert_close(layer(v), torch.zeros_like(v))
+        mix = block.mix(torch.nn.functional.gelu(block.norm(v.movedim(1, -1)))).movedim(-1, 1)
+        torch.testing.assert_close(block(v), v + mix)
+
+
 # ---------------------------------------------------------------------------------------
-# Temporal memory.
+# Temporal memory: an S4 block (S4D, GELU, output linear, residual).
 # ---------------------------------------------------------------------------------------
 def test_memory_reads_earlier_frames_through_the_temporal_kernel():
     torch.manual_seed(5)
@@ -179,11 +248,27 @@ def test_memory_reads_earlier_frames_through_the_temporal_kernel():
         assert not torch.allclose(model(x), model(perturbed), rtol=1e-4, atol=1e-5)
         # With the temporal kernel switched off (C = 0) only the last frame is left, so the
         # dependence above goes through the memory and nothing else.
-        model.memory.C.zero_()
+        model.memory.ssm.C.zero_()
         torch.testing.assert_close(model(x), model(perturbed), rtol=0, atol=0)
         last = x.clone()
         last[:, -1] += 1.0
         assert not torch.allclose(model(x), model(last))
+
+
+def test_memory_block_is_nonlinear_with_a_residual():
+    torch.manual_seed(5)
+    memory = tiny(grid=(6, 5), window=4, memory=True).memory
+    a, b = torch.randn(2, 2, 4, 8, 6, 5).unbind(0)      # [batch, T, width, *grid] each
+    with torch.no_grad():
+        zero = memory(torch.zeros_like(a))
+        # An affine map M has M(a + b) − M(a) − M(b) + M(0) = 0; the GELU breaks it.
+        defect = memory(a + b) - memory(a) - memory(b) + zero
+        assert defect.abs().max() > 1e-2
+        # The residual: without the output linear (W = 0, b = 0) the memory passes the last
+        # frame through unchanged.
+        memory.mix.weight.zero_()
+        memory.mix.bias.zero_()
+        torch.testing.assert_close(memory(a), a[:, -1], rtol=0, atol=0)
 
 
 def test_without_memory_the_frames_are_channels():
@@ -194,7 +279,7 @@ def test_without_memory_the_frames_are_channels():
     perturbed[:, 0] += 1.0
     with torch.no_grad():
         assert not torch.allclose(model(x), model(perturbed))
-    assert model.lift.first.in_features == 3 * 1 + 2
+    assert model.lift.in_features == 3 * 1 + 2     # one shared linear lifting
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
@@ -212,7 +297,7 @@ def test_temporal_s4d_is_causal_and_spatial_s4d_is_not(bidirectional):
     assert changed[:t].any() == bidirectional
     # The model's temporal memory is a causal layer (one kernel), its spatial ones are not.
     model = tiny(window=3, memory=True)
-    assert model.memory.C.shape[0] == 1
+    assert model.memory.ssm.C.shape[0] == 1
     assert all(layer.C.shape[0] == 2 for layer in s4d_layers(model))
 
 
@@ -246,7 +331,7 @@ def test_fft_and_reference_backends_agree_in_values_and_gradients(grid, monkeypa
         model = tiny(grid=grid, window=3, memory=True, memory_after=1, s4d_backend=backend)
         model = model.double()
         with torch.no_grad():                 # away from the S4D-Lin initialisation
-            for layer in [*s4d_layers(model), model.memory]:
+            for layer in [*s4d_layers(model), model.memory.ssm]:
                 layer.damping.add_(0.3 * torch.randn_like(layer.damping))
                 layer.frequency.add_(torch.randn_like(layer.frequency))
         x = input_for(model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -280,21 +365,23 @@ def test_weights_do_not_depend_on_the_grid_size():
 # ---------------------------------------------------------------------------------------
 # Saving and loading, golden output.
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fixed", [False, True], ids=["learned", "fixed-damping"])
+@pytest.mark.parametrize("fixed", [False, True], ids=["learned", "fixed"])
 def test_json_config_and_safetensors_weights_reproduce_the_outputs(tmp_path, fixed):
     torch.manual_seed(11)
     model = tiny(window=3, memory=True, mixing="parallel", learn_damping=not fixed,
                  learn_frequency=not fixed)
     with torch.no_grad():
         for layer in s4d_layers(model):      # move away from the initialisation
-            layer.damping.normal_()
+            if not fixed:
+                layer.damping.normal_()
             layer.frequency.uniform_(-3, 3)
     (tmp_path / "config.json").write_text(model_to_json(model))
     save_file(model.state_dict(), tmp_path / "weights.safetensors")
     torch.manual_seed(99)  # a different initialisation, overwritten by the weights
     loaded = model_from_json((tmp_path / "config.json").read_text())
     weights = load_file(tmp_path / "weights.safetensors")
-    assert ("blocks.0.axes.0.damping" in weights) and ("blocks.1.axes.1.frequency" in weights)
+    assert ("blocks.0.axes.0.ssm.damping" in weights) == (not fixed)
+    assert "blocks.1.axes.1.ssm.frequency" in weights
     loaded.load_state_dict(weights, strict=True)
     assert loaded.config == model.config
     x = input_for(model, batch=3)
@@ -305,13 +392,42 @@ def test_json_config_and_safetensors_weights_reproduce_the_outputs(tmp_path, fix
     assert record["config"]["learn_damping"] == (not fixed)
 
 
-def golden_output():
+#: The model_config of a KS checkpoint written before the paper's layout: no ``layout``.
+OLD_KS_CONFIG = {
+    "in_channels": 1, "out_channels": 1, "grid": [128], "window": 4, "width": 64,
+    "lifting": 128, "depth": 4, "state_size": 64, "learn_damping": True,
+    "learn_frequency": True, "mixing": "sequential", "memory": True, "memory_after": None,
+    "memory_state_size": 64, "s4d_backend": "fft"}
+
+
+def test_an_old_checkpoint_config_is_the_ssmpde_layout():
+    text = json.dumps({"model": "ssno", "config": OLD_KS_CONFIG, "ssmpde_version": "0.1"})
+    model = model_from_json(text)
+    assert model.config.layout == "ssmpde" and model.config.lifting == 128
+    assert parameter_count(model) == 149_057          # what that version's KS model had
+    assert model.config == build_model("ssno", preset="ks", layout="ssmpde").config
+    # the resolved layout is what a new checkpoint records
+    assert json.loads(model_to_json(model))["config"]["layout"] == "ssmpde"
+
+
+def test_damping_weights_for_a_damping_free_layer_are_refused_with_the_reason():
+    # learn_damping=False used to freeze ρ at ½ (a saved buffer); now it means ρ = 0.
+    model = tiny(grid=(11,), layout="ssmpde", learn_damping=False)
+    weights = model.state_dict()
+    weights["blocks.0.axes.0.damping"] = torch.zeros(8, 4)
+    with pytest.raises(RuntimeError, match=r"blocks\.0\.axes\.0\.damping is in the weights "
+                                           r"but this layer has no damping .* retrain it"):
+        model.load_state_dict(weights)
+
+
+def golden_output(**overrides):
     """The tiny model of the golden test and its output on a fixed input, in float64."""
     from tests.surrogates.make_golden import built_in_float64
 
     torch.manual_seed(0)
     with built_in_float64():
-        model = tiny(grid=(12, 10), in_channels=2, window=3, memory=True, memory_after=1).double()
+        model = tiny(grid=(12, 10), in_channels=2, window=3, memory=True, memory_after=1,
+                     **overrides).double()
     g = torch.Generator().manual_seed(0)
     x = input_for(model, generator=g, dtype=torch.float64)
     with torch.no_grad():
@@ -326,19 +442,34 @@ def test_golden_output():
     check_golden(GOLDEN, golden_output())
 
 
+def test_ssmpde_layout_is_the_first_ssno_bit_for_bit():
+    # The first version's tiny golden model (lifting 16): its initialisation and output are
+    # reproduced, so its checkpoints load into layout="ssmpde" and compute what they did.
+    from tests.surrogates.make_golden import check_golden
+
+    check_golden(GOLDEN_SSMPDE, golden_output(lifting=16))
+
+
 # ---------------------------------------------------------------------------------------
 # Configuration errors at build time.
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("overrides, message", [
     (dict(mixing="zigzag"), "mixing must be one of ('sequential', 'parallel'), got 'zigzag'"),
     (dict(s4d_backend="cuda"), "unknown s4d_backend 'cuda'"),
+    (dict(s4d_backend="reference", learn_damping=False),
+     "s4d_backend='reference' needs learn_damping"),
     (dict(memory_after=3), "memory_after must be an integer in 0..depth=2, got 3"),
     (dict(memory_after=-1), "memory_after must be an integer in 0..depth=2, got -1"),
     (dict(grid=(4, 4, 4)), "grid must be a tuple of 1 or 2 positive integers"),
     (dict(grid=(0,)), "grid must be a tuple of 1 or 2 positive integers, got (0,)"),
     (dict(width=0), "width must be a positive integer, got 0"),
+    (dict(mlp_ratio=0), "mlp_ratio must be a positive integer, got 0"),
     (dict(state_size=2.5), "state_size must be a positive integer, got 2.5"),
     (dict(learn_damping="yes"), "learn_damping must be true or false, got 'yes'"),
+    (dict(layout="ffno"), "layout must be one of ('paper', 'ssmpde'), got 'ffno'"),
+    (dict(layout="paper", lifting=16), "SS-NO lifting=16 is the hidden width of the lifting "
+                                       "and projection MLPs of layout='ssmpde'"),
+    (dict(layout="ssmpde", lifting=0), "lifting must be a positive integer, got 0"),
 ])
 def test_bad_configs_fail_at_build_time(overrides, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")
@@ -360,30 +491,41 @@ def test_wrong_input_shape_names_the_expected_one():
 
 
 # ---------------------------------------------------------------------------------------
-# Presets and the registry.
+# The paper's parameter counts, presets and the registry.
 # ---------------------------------------------------------------------------------------
 def ks_count(**overrides):
     return parameter_count(build_model("ssno", preset="ks", **overrides))
 
 
-def test_preset_parameter_counts_are_stable():
-    # A change here is a change of architecture (or of a preset).
-    assert ks_count() == 149_057
-    assert ks_count(state_size=32) == 99_905
-    assert ks_count(state_size=16) == 75_329
-    # torus: state 64 in the preset as of this writing (248,001; it was 149,697 with state 32).
-    assert parameter_count(build_model("ssno", preset="torus")) == 248_001
+#: Table 2 of the paper: SS-NO on KS at 128 points, by state size and ablation.
+TABLE_2 = {
+    (64, "all"): 203_713, (64, "damping only"): 187_329,
+    (64, "frequency only"): 187_329, (64, "fixed"): 170_945,
+    (32, "all"): 154_561, (32, "damping only"): 146_369,
+    (32, "frequency only"): 146_369, (32, "fixed"): 138_177,
+    (16, "all"): 129_985, (16, "damping only"): 125_889,
+    (16, "frequency only"): 125_889, (16, "fixed"): 121_793,
+}
+SETTINGS = {"all": dict(learn_damping=True, learn_frequency=True),
+            "damping only": dict(learn_damping=True, learn_frequency=False),
+            "frequency only": dict(learn_damping=False, learn_frequency=True),
+            "fixed": dict(learn_damping=False, learn_frequency=False)}
 
 
-def test_state_dependent_parameters_match_the_paper():
-    # The paper gives 203,713 / 154,561 / 129,985 parameters for SS-NO on KS with 64 / 32 / 16
-    # states. Our totals sit a constant 54,656 lower: that part comes from layers that do not
-    # depend on the state size (lifting, projection, channel mixing, D, Δ, the temporal
-    # memory) whose sizes the paper's text does not give. The part that grows with the state
-    # size (ρ̃, ω and the forward/backward C of every spatial S4D) must match exactly.
-    c64, c32, c16 = ks_count(), ks_count(state_size=32), ks_count(state_size=16)
-    assert c64 - c32 == 203_713 - 154_561
-    assert c32 - c16 == 154_561 - 129_985
+@pytest.mark.parametrize("state, setting", list(TABLE_2), ids=lambda v: str(v))
+def test_ks_counts_are_the_papers_table_2(state, setting):
+    assert ks_count(state_size=state, **SETTINGS[setting]) == TABLE_2[state, setting]
+
+
+def test_torus_count_is_the_papers_torusli_369k():
+    # The paper gives 369k parameters for SS-NO on TorusLi (64², vorticity in and out).
+    count = parameter_count(build_model("ssno", preset="torus"))
+    assert count == 369_409 and round(count, -3) == 369_000
+
+
+@pytest.mark.parametrize("preset, count", [("ks", 149_057), ("torus", 248_001)])
+def test_ssmpde_layout_counts_are_the_first_versions(preset, count):
+    assert parameter_count(build_model("ssno", preset=preset, layout="ssmpde")) == count
 
 
 def test_models_command_lists_ssno_and_its_presets(capsys):
@@ -391,9 +533,9 @@ def test_models_command_lists_ssno_and_its_presets(capsys):
 
     assert main(["models"]) == 0
     text = capsys.readouterr().out
-    assert "| ssno | ks | 149,057 |" in text
-    assert "| ssno | torus | 248,001 |" in text
+    assert "| ssno | ks | 203,713 |" in text
+    assert "| ssno | torus | 369,409 |" in text
     assert main(["models", "--describe", "ssno"]) == 0
     text = capsys.readouterr().out
-    assert "ssno preset 'ks': 149,057 parameters" in text
+    assert "ssno preset 'ks': 203,713 parameters" in text
     assert '"memory": true' in text
