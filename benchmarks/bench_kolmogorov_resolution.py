@@ -97,16 +97,15 @@ def correlations(a, b):
 
 def max_speed(vorticity):
     """max over the grid of |u| + |v| per sample, from vorticity ``[batch, 1, n, n]`` on the
-    unit torus (u = ∂yψ, v = −∂xψ, −Δψ = ω): the speed of the advective Courant number."""
+    unit torus (u = ∂yψ, v = −∂xψ, −Δψ = ω, as the solver computes it for its CFL steps): the
+    speed of the advective Courant number."""
     import numpy as np
 
+    from ssmpde.solvers.spectral import velocity_spectra, vorticity_wavenumbers
+
     n = vorticity.shape[-1]
-    ky = np.fft.fftfreq(n, 1.0 / n)[:, None]
-    kx = np.fft.rfftfreq(n, 1.0 / n)[None, :]
-    lap = 4 * np.pi ** 2 * (kx ** 2 + ky ** 2)
-    psi = np.fft.rfft2(vorticity[:, 0]) / np.where(lap > 0, lap, np.inf)
-    u = np.fft.irfft2(2j * np.pi * ky * psi, s=(n, n))
-    v = np.fft.irfft2(-2j * np.pi * kx * psi, s=(n, n))
+    u_hat, v_hat, _, _ = velocity_spectra(np.fft.rfft2(vorticity[:, 0]), vorticity_wavenumbers(n))
+    u, v = np.fft.irfft2(np.stack([u_hat, v_hat]), s=(n, n))
     return (np.abs(u) + np.abs(v)).max(axis=(1, 2))
 
 

@@ -51,7 +51,8 @@ from .base import TimeDependentSolver, whole_multiple
 from .navier_stokes import FORCING_PHASE_SPEED, NavierStokes2D, etdrk4_operator, forcing_field
 from .navier_stokes_engine import IMEX_STAGES
 from .semilinear import SemilinearSolver1D, etdrk4_step
-from .spectral import dealias_mask, derivative_wavenumbers, etdrk4_coefficients, wavenumbers
+from .spectral import (VorticityWavenumbers, advection, dealias_mask, etdrk4_coefficients,
+                       velocity_spectra, vorticity_wavenumbers)
 
 __all__ = ["SUPPORTED", "DifferentiableStep", "differentiable_step"]
 
@@ -284,20 +285,13 @@ class _NavierStokesStep(DifferentiableStep):
     def _constants(self, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
         key = (dtype, device)
         if key not in self._tensors:
-            n = self._n
-            ky = 2 * np.pi * derivative_wavenumbers(n)[:, None]
-            kx = 2 * np.pi * derivative_wavenumbers(n, real=True)[None, :]
-            lap = 4 * np.pi ** 2 * (wavenumbers(n)[:, None] ** 2
-                                    + wavenumbers(n, real=True)[None, :] ** 2)
-            inv_lap = np.divide(1.0, lap, out=np.zeros_like(lap), where=lap > 0)
-            complex_dtype = _COMPLEX[dtype]
-            values = {"iky": 1j * ky, "ikx": 1j * kx,
-                      "inv_lap": inv_lap, "lap": lap,
-                      "mask": dealias_mask(n).astype(np.float64)}
-            self._tensors[key] = {
-                k: torch.as_tensor(v, device=device).to(complex_dtype if np.iscomplexobj(v)
-                                                        else dtype)
-                for k, v in values.items()}
+            k = vorticity_wavenumbers(self._n)
+            values = {"lap": k.laplacian, "mask": dealias_mask(self._n).astype(np.float64)}
+            tensors = {name: torch.as_tensor(v, device=device).to(dtype)
+                       for name, v in values.items()}
+            tensors["k"] = VorticityWavenumbers(*(torch.as_tensor(v, device=device).to(dtype)
+                                                  for v in k))
+            self._tensors[key] = tensors
         return self._tensors[key]
 
     def _forcing_spectra(self, amplitudes: np.ndarray | None, dtype: torch.dtype,
@@ -338,8 +332,7 @@ class _NavierStokesStep(DifferentiableStep):
         # The solver's max |u| + |v| in float64, from the values of the state alone.
         c = self._constants(torch.float64, frame.device)
         w_hat = torch.fft.rfft2(frame.detach()[:, 0].to(torch.float64))
-        psi_hat = w_hat * c["inv_lap"]
-        velocity = torch.fft.irfft2(torch.stack([c["iky"] * psi_hat, -c["ikx"] * psi_hat], 1),
+        velocity = torch.fft.irfft2(torch.stack(velocity_spectra(w_hat, c["k"])[:2], 1),
                                     s=(self._n, self._n))
         speed = velocity.abs().sum(1).amax(dim=(-2, -1)).cpu().numpy()
         with np.errstate(divide="ignore"):
@@ -358,11 +351,8 @@ class _NavierStokesStep(DifferentiableStep):
             return torch.as_tensor(values, device=device).to(dtype)
 
         def advection_hat(w_hat):
-            psi_hat = w_hat * c["inv_lap"]
-            u, v, w_x, w_y = torch.fft.irfft2(
-                torch.stack([c["iky"] * psi_hat, -c["ikx"] * psi_hat, c["ikx"] * w_hat,
-                             c["iky"] * w_hat], 1), s=(n, n)).unbind(1)
-            return torch.fft.rfft2(u * w_x + v * w_y)
+            fields = torch.fft.irfft2(torch.stack(velocity_spectra(w_hat, c["k"]), 1), s=(n, n))
+            return torch.fft.rfft2(advection(*fields.unbind(1)))
 
         if source_hat is not None:
             forcing = forcing + source_hat

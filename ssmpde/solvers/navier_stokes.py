@@ -19,11 +19,11 @@ import xarray as xr
 from ..data import TIME, X, Y
 from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpec, check_ranged,
                    check_strided_grid, positive_finite, register_solver, whole_multiple)
-from .navier_stokes_engine import IMEX_STAGES, Engine, _laplacian
+from .navier_stokes_engine import IMEX_STAGES, Engine
 from .random_fields import PeriodicGRF, sample_rng
 from .semilinear import check_dtype, etdrk4_step
-from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, etdrk4_coefficients,
-                       spectral_resample, wavenumbers)
+from .spectral import (RealFFT, advection, dealias_mask, etdrk4_coefficients, spectral_resample,
+                       velocity_spectra, vorticity_wavenumbers)
 
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "etdrk4_operator",
            "forcing_field", "reference_advection", "reference_etdrk4_step", "reference_step"]
@@ -263,18 +263,12 @@ def forcing_field(kind: str, n: int, amplitudes: np.ndarray | None = None,
 # ---------------------------------------------------------------------------------------
 def reference_advection(w_hat: np.ndarray) -> np.ndarray:
     """mask · rfft2(u ω_x + v ω_y) from ω̂ (unnormalised ``numpy.fft.rfft2``), in plain NumPy:
-    u = ∂yψ, v = −∂xψ, −Δψ = ω, spectral derivatives, the square 2/3 mask."""
+    u = ∂yψ, v = −∂xψ, −Δψ = ω (:func:`~ssmpde.solvers.spectral.velocity_spectra`), spectral
+    derivatives, the square 2/3 mask."""
     n = w_hat.shape[-2]
-    ky = 2 * np.pi * derivative_wavenumbers(n)[:, None]
-    kx = 2 * np.pi * derivative_wavenumbers(n, real=True)[None, :]
-    poisson = _laplacian(n)
-    poisson[0, 0] = 1.0  # ψ̂(0) is arbitrary: no derivative sees it
-    psi_hat = w_hat / poisson
-    u = np.fft.irfft2(1j * ky * psi_hat, s=(n, n))
-    v = np.fft.irfft2(-1j * kx * psi_hat, s=(n, n))
-    w_x = np.fft.irfft2(1j * kx * w_hat, s=(n, n))
-    w_y = np.fft.irfft2(1j * ky * w_hat, s=(n, n))
-    return dealias_mask(n) * np.fft.rfft2(u * w_x + v * w_y)
+    u, v, w_x, w_y = np.fft.irfft2(np.stack(velocity_spectra(w_hat, vorticity_wavenumbers(n))),
+                                   s=(n, n))
+    return dealias_mask(n) * np.fft.rfft2(advection(u, v, w_x, w_y))
 
 
 def reference_step(w_hat: np.ndarray, f_hat: np.ndarray, viscosity: float | np.ndarray,
@@ -297,7 +291,7 @@ def reference_step(w_hat: np.ndarray, f_hat: np.ndarray, viscosity: float | np.n
     -------
     complex array, shape ``(batch, n, n // 2 + 1)``: ω̂ after one step.
     """
-    lap = _laplacian(w_hat.shape[-2])
+    lap = vorticity_wavenumbers(w_hat.shape[-2]).laplacian
     nonlinear_hat = reference_advection(w_hat)
     a = 0.5 * time_step * np.reshape(viscosity, (-1, 1, 1)) * lap + 0.5 * time_step * drag
     return ((1 - a) * w_hat - time_step * nonlinear_hat + time_step * f_hat) / (1 + a)
@@ -311,7 +305,7 @@ def etdrk4_operator(n: int, viscosity: float, drag: float, time_step: float
     λ takes few distinct values (|k|² repeats across the modes): each is evaluated once, in
     an array whose size depends on n alone, so the bits depend on (n, ν, μ, Δt) only.
     """
-    lap = _laplacian(n)
+    lap = vorticity_wavenumbers(n).laplacian
     values, inverse = np.unique(lap, return_inverse=True)
     linear = -viscosity * values - drag
     with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
@@ -564,16 +558,9 @@ class NavierStokes2D(TimeDependentSolver):
             raise ValueError(f"frames must have shape [batch, 1, n, n], got {frames.shape}")
         cfg, (batch, _, n, _) = self.config, frames.shape
         resolved = self.resolve_parameters(batch, parameters)
-        ky = 2 * np.pi * derivative_wavenumbers(n)[:, None]
-        kx = 2 * np.pi * derivative_wavenumbers(n, real=True)[None, :]
-        lap = 4 * np.pi ** 2 * (wavenumbers(n)[:, None] ** 2
-                                + wavenumbers(n, real=True)[None, :] ** 2)
-        inv_lap = np.divide(1.0, lap, out=np.zeros_like(lap), where=lap > 0)
+        lap = vorticity_wavenumbers(n).laplacian
         w_hat = np.fft.rfft2(frames[:, 0])
-        u, v, w_x, w_y = np.fft.irfft2(np.stack([1j * ky * inv_lap * w_hat,
-                                                 -1j * kx * inv_lap * w_hat,
-                                                 1j * kx * w_hat, 1j * ky * w_hat]), s=(n, n))
-        advection_hat = dealias_mask(n) * np.fft.rfft2(u * w_x + v * w_y)
+        advection_hat = reference_advection(w_hat)
         viscosity = resolved["viscosity"][:, None, None]
         phase = FORCING_PHASE_SPEED * time if cfg.forcing == "torus-vis-force" else 0.0
         forcing = forcing_field(cfg.forcing, n, resolved.get("forcing_amplitude"), phase)

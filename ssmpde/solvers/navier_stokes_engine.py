@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from .spectral import (RealFFT, dealias_mask, derivative_wavenumbers, solver_threads,
-                       wavenumbers)
+from .spectral import (RealFFT, advection, dealias_mask, solver_threads, spectral_velocity,
+                       vorticity_wavenumbers)
 
 __all__ = ["IMEX_STAGES", "Engine"]
 
@@ -34,30 +34,29 @@ IMEX_STAGES = {"euler-cn": ((0.5, 1.0, 0.0, 0.0),),
                "rk3-cn": tuple(zip(_RK3_ALPHA, _RK3_GAMMA, _RK3_ZETA, _RK3_NODES))}
 
 
-def _laplacian(n: int) -> np.ndarray:
-    """λ = 4π²|k|² on the rfft2 modes of the unit torus (−Δ's symbol), ``[n, n // 2 + 1]``."""
-    return 4 * np.pi ** 2 * (wavenumbers(n)[:, None] ** 2 + wavenumbers(n, real=True)[None, :] ** 2)
-
-
 # ---------------------------------------------------------------------------------------
 # numba kernels: one fused pass per stage, written into preallocated buffers. Each is
 # compiled twice: parallel over rows (one group of samples uses every core) and serial with
 # the GIL released (several groups run side by side, one per core). Same arithmetic.
 # ---------------------------------------------------------------------------------------
+#: The one Biot–Savart step and advection product (:mod:`ssmpde.solvers.spectral`), compiled
+#: on scalars for the kernels below. The velocity is left to LLVM to inline: numba's own
+#: inlining of its pairs trips the parallel builds' array analysis (numba 0.68).
+_velocity_at = numba.njit(cache=True)(spectral_velocity)
+_advection_at = numba.njit(inline="always", cache=True)(advection)
+
+
 @numba.njit(inline="always", cache=True)
 def _gradients_at(out, b, i, j, s_re, s_im, k_y, k_x, inv_lap, scale):  # pragma: no cover
-    """out[b, 0..3, i, j] = (û, v̂, ω̂x, ω̂y) · scale of the state s at one mode, with
-    u = ∂yψ, v = −∂xψ, ψ̂ = ω̂ / λ. Real and imaginary parts spelled out: numba's complex
-    product follows C99 Annex G (inf/NaN branches) and does not vectorise; multiplying by
-    i·k is only a swap."""
-    w_re = s_re * scale
-    w_im = s_im * scale
-    p_re = w_re * inv_lap
-    p_im = w_im * inv_lap
-    out[b, 0, i, j] = complex(-k_y * p_im, k_y * p_re)
-    out[b, 1, i, j] = complex(k_x * p_im, -k_x * p_re)
-    out[b, 2, i, j] = complex(-k_x * w_im, k_x * w_re)
-    out[b, 3, i, j] = complex(-k_y * w_im, k_y * w_re)
+    """out[b, 0..3, i, j] = (û, v̂, ω̂x, ω̂y) of the state s · scale at one mode
+    (:func:`~ssmpde.solvers.spectral.spectral_velocity`). Real and imaginary parts spelled
+    out: numba's complex product follows C99 Annex G (inf/NaN branches) and does not
+    vectorise; multiplying by i·k is only a swap."""
+    u, v, w_x, w_y = _velocity_at(s_re * scale, s_im * scale, k_y, k_x, inv_lap)
+    out[b, 0, i, j] = complex(u[0], u[1])
+    out[b, 1, i, j] = complex(v[0], v[1])
+    out[b, 2, i, j] = complex(w_x[0], w_x[1])
+    out[b, 3, i, j] = complex(w_y[0], w_y[1])
 
 
 @numba.njit(inline="always", cache=True)
@@ -98,8 +97,8 @@ def _advection(fields, active, out):  # pragma: no cover
         if not active[b]:
             continue
         for j in range(n2):
-            out[b, i, j] = fields[b, 0, i, j] * fields[b, 2, i, j] \
-                + fields[b, 1, i, j] * fields[b, 3, i, j]
+            out[b, i, j] = _advection_at(fields[b, 0, i, j], fields[b, 1, i, j],
+                                         fields[b, 2, i, j], fields[b, 3, i, j])
 
 
 def _imex_stage(w_hat, nonlinear_hat, previous, forcing, forcing_shift, has_shift, f_cos,
@@ -275,11 +274,10 @@ class Engine:
                               threads=fft_threads) for s in starts]
         self.record = RealFFT((batch,), n, backend=backend, threads=cores, dtype=self.dtype)
         real = self.dtype.type
-        self.ky = (2 * np.pi * derivative_wavenumbers(n)).astype(real)
-        self.kx = (2 * np.pi * derivative_wavenumbers(n, real=True)).astype(real)
-        lap = _laplacian(n)  # λ(0) = 0: the mean vorticity is conserved exactly
-        self.lap = lap.astype(real)
-        self.inv_lap = np.divide(1.0, lap, out=np.zeros_like(lap), where=lap > 0).astype(real)
+        k = vorticity_wavenumbers(n)
+        self.ky, self.kx = k.ky.astype(real), k.kx.astype(real)
+        self.lap = k.laplacian.astype(real)  # λ(0) = 0: the mean vorticity is conserved exactly
+        self.inv_lap = k.inverse_laplacian.astype(real)
         self.mask = dealias_mask(n).astype(real)
         self.scale = real(1.0 / (n * n))  # the unnormalised backward FFT's factor, folded in
         self._pool = ThreadPoolExecutor(self.workers) if self.workers > 1 else None

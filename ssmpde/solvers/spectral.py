@@ -19,7 +19,7 @@ that sample *i* of a dataset is bit-identical whatever the batch size.
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import numba
 import numpy as np
@@ -28,6 +28,8 @@ import pyfftw
 __all__ = [
     "ETDRK4",
     "RealFFT",
+    "VorticityWavenumbers",
+    "advection",
     "dealias_mask",
     "derivative_wavenumbers",
     "etdrk4_coefficients",
@@ -36,6 +38,9 @@ __all__ = [
     "irfftn",
     "rfftn",
     "spectral_resample",
+    "spectral_velocity",
+    "velocity_spectra",
+    "vorticity_wavenumbers",
     "wavenumbers",
 ]
 
@@ -120,6 +125,98 @@ def dealias_mask(n: int, *, ndim: int = 2, fraction: float = 2.0 / 3.0) -> np.nd
         return keep_last
     keep_full = np.abs(wavenumbers(n)) <= limit
     return keep_full[:, None] & keep_last[None, :]
+
+
+class VorticityWavenumbers(NamedTuple):
+    """The constants of :func:`spectral_velocity` on an ``n``-point square, rfft2 layout.
+
+    Attributes
+    ----------
+    ky : array ``[n]``
+        Angular wavenumbers along y (the full axis), Nyquist mode zeroed (first derivatives).
+    kx : array ``[n // 2 + 1]``
+        Angular wavenumbers along x (the real axis), Nyquist mode zeroed.
+    laplacian : array ``[n, n // 2 + 1]``
+        λ = |k|², the symbol of −Δ (the Nyquist modes kept: a second derivative is real).
+    inverse_laplacian : array ``[n, n // 2 + 1]``
+        1 / λ, and 0 at k = 0: ψ has zero mean (no derivative sees it anyway).
+    """
+
+    ky: Any
+    kx: Any
+    laplacian: Any
+    inverse_laplacian: Any
+
+
+def vorticity_wavenumbers(n: int, *, length: float = 1.0) -> VorticityWavenumbers:
+    """:class:`VorticityWavenumbers` of the periodic square ``[0, length)²`` on ``n`` points.
+
+    NumPy float64 arrays; ``length=1`` is the unit torus of the Navier–Stokes solver,
+    ``length=2π`` gives integer wavenumbers (Kochkov's Kolmogorov-flow frame).
+    """
+    scale = 2 * np.pi / length
+    laplacian = scale ** 2 * (wavenumbers(n)[:, None] ** 2
+                              + wavenumbers(n, real=True)[None, :] ** 2)
+    inverse = np.divide(1.0, laplacian, out=np.zeros_like(laplacian), where=laplacian > 0)
+    return VorticityWavenumbers(scale * derivative_wavenumbers(n),
+                                scale * derivative_wavenumbers(n, real=True), laplacian, inverse)
+
+
+def spectral_velocity(w_re, w_im, ky, kx, inverse_laplacian):
+    r"""The velocity and the vorticity gradient of a vorticity's Fourier coefficients, by parts.
+
+    .. math:: \hat\psi = \hat\omega / |k|^2 \;(-\Delta\psi = \omega),\quad
+              \hat u = i k_y \hat\psi,\quad \hat v = -i k_x \hat\psi,\quad
+              \widehat{\omega_x} = i k_x \hat\omega,\quad \widehat{\omega_y} = i k_y \hat\omega,
+
+    so u = ∂ψ/∂y, v = −∂ψ/∂x (the Navier–Stokes solver's convention,
+    ``docs/numerics/navier_stokes.md``). The one implementation of the Biot–Savart step: the
+    solver's numba kernels compile it (on scalars), its NumPy oracle and tendency, the
+    PyTorch step, the convolutional corrector's velocity features and the Kolmogorov
+    benchmark call it through :func:`velocity_spectra` (on arrays or tensors). Written with
+    real arithmetic only, so it is the same code on NumPy arrays, torch tensors and numba
+    scalars; multiplying by i is a swap of parts.
+
+    Parameters
+    ----------
+    w_re, w_im : scalars or arrays ``[..., n, n // 2 + 1]``
+        Real and imaginary parts of ω̂.
+    ky, kx, inverse_laplacian : scalars or arrays broadcasting against ``w_re``
+        As :func:`vorticity_wavenumbers` gives them (``ky`` as a column ``[n, 1]``).
+
+    Returns
+    -------
+    tuple of four ``(real, imaginary)`` pairs: û, v̂, ω̂_x, ω̂_y.
+    """
+    p_re = w_re * inverse_laplacian
+    p_im = w_im * inverse_laplacian
+    return ((-ky * p_im, ky * p_re), (kx * p_im, -kx * p_re),
+            (-kx * w_im, kx * w_re), (-ky * w_im, ky * w_re))
+
+
+def velocity_spectra(w_hat, k: VorticityWavenumbers) -> tuple:
+    """(û, v̂, ω̂_x, ω̂_y) of the complex ω̂ ``[..., n, n // 2 + 1]`` (a NumPy array or a torch
+    tensor, ``k``'s fields of the same kind): :func:`spectral_velocity` on its parts.
+
+    Example
+    -------
+    ω = sin 2πy on the unit torus: ψ = sin 2πy / 4π², so u = ∂ψ/∂y = cos 2πy / 2π, v = 0.
+
+    >>> n = 8
+    >>> y = np.broadcast_to(np.arange(n)[:, None] / n, (n, n))
+    >>> u_hat, v_hat, _, _ = velocity_spectra(np.fft.rfft2(np.sin(2 * np.pi * y)),
+    ...                                       vorticity_wavenumbers(n))
+    >>> bool(np.allclose(np.fft.irfft2(u_hat, s=(n, n)), np.cos(2 * np.pi * y) / (2 * np.pi)))
+    True
+    """
+    parts = spectral_velocity(w_hat.real, w_hat.imag, k.ky[:, None], k.kx, k.inverse_laplacian)
+    return tuple(re + 1j * im for re, im in parts)
+
+
+def advection(u, v, w_x, w_y):
+    """u ω_x + v ω_y in physical space, from the inverse transforms of
+    :func:`velocity_spectra` (any array type; numba compiles it on scalars too)."""
+    return u * w_x + v * w_y
 
 
 def _padded(count: int, itemsize: int) -> int:

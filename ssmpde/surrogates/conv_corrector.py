@@ -28,12 +28,16 @@ M. P. Brenner, S. Hoyer, "Machine learning–accelerated computational fluid dyn
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ssmpde.solvers.spectral import (VorticityWavenumbers, advection, velocity_spectra,
+                                     vorticity_wavenumbers)
 
 from .base import ModelConfig, Surrogate, check_positive_ints, check_sizes, register_model
 
@@ -97,29 +101,29 @@ class ConvCorrectorConfig(ModelConfig):
                              f"grid {self.grid}")
 
 
-def vorticity_features(vorticity: torch.Tensor) -> torch.Tensor:
+def vorticity_features(vorticity: torch.Tensor,
+                       wavenumbers: VorticityWavenumbers | None = None) -> torch.Tensor:
     r"""``[batch, n, n]`` vorticity on a periodic square → ``[batch, 3, n, n]``: the
     velocity (u, v) = (∂ψ/∂y, −∂ψ/∂x) with −Δψ = ω (zero-mean ψ) and the advection
     u ∂ω/∂x + v ∂ω/∂y, spectrally (the Nyquist modes' derivatives set to zero, as in the
     solver), in the units of the square [0, 2π)² (Kochkov's frame: integer wavenumbers,
     so a vorticity of order one at wavenumber k gives a velocity of order 1/k and an
     advection of order one; the unit torus's are these scaled by 1/2π and 1). The
-    solver's sign conventions (``docs/numerics/navier_stokes.md``); differentiable.
+    solver's own Biot–Savart step (:func:`ssmpde.solvers.spectral.velocity_spectra`);
+    differentiable. ``wavenumbers``: those of
+    :func:`~ssmpde.solvers.spectral.vorticity_wavenumbers` for ``n`` and length 2π, as
+    tensors (the model keeps them as buffers, so that it compiles in one graph); computed
+    here if not given.
     """
     n = vorticity.shape[-1]
-    ky = torch.fft.fftfreq(n, 1.0 / n, dtype=vorticity.dtype, device=vorticity.device)
-    kx = torch.fft.rfftfreq(n, 1.0 / n, dtype=vorticity.dtype, device=vorticity.device)
-    laplacian = ky[:, None] ** 2 + kx[None, :] ** 2
-    laplacian[0, 0] = 1.0  # the mean of ψ: zero, as ω̂(0) / 1 is then differentiated away
-    ky = torch.where(ky.abs() == n // 2, torch.zeros_like(ky), ky)[:, None]
-    kx = torch.where(kx == n // 2, torch.zeros_like(kx), kx)[None, :]
-    w_hat = torch.fft.rfft2(vorticity)
-    psi_hat = w_hat / laplacian
-    u = torch.fft.irfft2(1j * ky * psi_hat, s=(n, n))
-    v = torch.fft.irfft2(-1j * kx * psi_hat, s=(n, n))
-    w_x = torch.fft.irfft2(1j * kx * w_hat, s=(n, n))
-    w_y = torch.fft.irfft2(1j * ky * w_hat, s=(n, n))
-    return torch.stack([u, v, u * w_x + v * w_y], dim=1)
+    if wavenumbers is None:
+        wavenumbers = vorticity_wavenumbers(n, length=2 * math.pi)
+    k = VorticityWavenumbers(*(torch.as_tensor(v).to(dtype=vorticity.dtype,
+                                                     device=vorticity.device)
+                               for v in wavenumbers))
+    u, v, w_x, w_y = torch.fft.irfft2(torch.stack(velocity_spectra(torch.fft.rfft2(vorticity), k),
+                                                  dim=1), s=(n, n)).unbind(1)
+    return torch.stack([u, v, advection(u, v, w_x, w_y)], dim=1)
 
 
 @register_model("conv-corrector")
@@ -157,11 +161,18 @@ class ConvCorrector(Surrogate):
                            conv(config.width, config.width, **options)])
             for _ in range(config.depth))
         self.project = conv(config.width, config.out_channels, kernel_size=1)
+        if config.velocity:  # float64 constants of the grid, cast to the input's dtype per call
+            k = vorticity_wavenumbers(config.grid[-1], length=2 * math.pi)
+            for name, values in zip(VorticityWavenumbers._fields, k):
+                self.register_buffer(f"velocity_{name}", torch.as_tensor(values),
+                                     persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.check_input(x)
         if self.config.velocity:
-            x = torch.cat([x, vorticity_features(x[:, 0])], dim=1)
+            k = VorticityWavenumbers(*(getattr(self, f"velocity_{name}")
+                                       for name in VorticityWavenumbers._fields))
+            x = torch.cat([x, vorticity_features(x[:, 0], k)], dim=1)
         v = F.gelu(self.lift(x))
         for first, second in self.blocks:
             v = v + second(F.gelu(first(v)))
