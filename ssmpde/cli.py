@@ -229,6 +229,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from .data.formats import taking_dtype
     from .solvers.base import list_solvers
 
     parser = _Parser(
@@ -273,8 +274,10 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="replace an existing target that is a dataset ssmpde wrote "
                               "(never a file or directory it did not write)")
     convert.add_argument("--dtype", choices=("float32", "float64"),
-                         help="write the floating values in this precision (--to the-well: "
-                              "float32 for The Well's own models; default: the dataset's)")
+                         help="write the floating data variables in this precision, for "
+                              "--to " + ", ".join(taking_dtype()) + " (float32 for "
+                              "The Well's own models; values beyond float32's range are "
+                              "refused; default: the dataset's). PDEBench is always float32")
     models = commands.add_parser("models", help="list the surrogate models and their presets",
                                  description="List the registered surrogate models with their "
                                              "presets and parameter counts.")

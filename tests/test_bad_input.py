@@ -855,3 +855,62 @@ def test_a_rollout_on_data_of_another_generator_is_one_line_unless_allowed(files
 
     with pytest.warns(GeneratorMismatchWarning, match="viscosity 0.001 in training"):
         assert main([str(a) for a in argv] + ["--allow-mismatch"]) == 0
+
+
+# ------------------------------------------------------------------------------------------
+# Round four (issue 53): an outside probe of main. Narrowing conversions that would write inf,
+# damaged correction caches, headers that declare unbounded work, the xarray engines' guards,
+# messages that leaked Python's or numpy's words.
+# ------------------------------------------------------------------------------------------
+
+def _beyond_float32(root: Path) -> Path:
+    """A 1D dataset whose state reaches 1e39, past float32's range (3.4e38)."""
+    import xarray as xr
+
+    from ssmpde.data import build_dataset, sample_coordinate, spatial_coordinate, time_coordinate
+
+    values = np.linspace(-1, 1, 2 * 4 * 8).reshape(2, 4, 8) * 1e39
+    ds = build_dataset(
+        {"u": xr.DataArray(values, dims=("sample", "time", "x"),
+                           attrs={"long_name": "u", "units": "1", "role": "state"})},
+        coords={"sample": sample_coordinate(2), "time": time_coordinate(np.arange(4.0)),
+                "x": spatial_coordinate("x", np.arange(8.0) / 8)},
+        equation="test", config={}, title="t", references="none", solver="none")
+    return save(ds, root / "beyond-float32.nc")
+
+
+def narrowing_cases(root: Path):
+    """(id, argv, words, environment): a narrowing conversion checks the range first and
+    refuses, naming the variable and its largest magnitude (it wrote inf with exit 0)."""
+    big, out = _beyond_float32(root), root / "narrowed"
+    words = "'u' holds values up to 1e+39 in magnitude, beyond the range of float32"
+    return [
+        ("narrow-well-float32", ["convert", big, out, "--to", "the-well", "--dtype",
+                                 "float32"], words, {}),
+        ("narrow-well-file-float32", ["convert", big, f"{out}.hdf5", "--to", "the-well",
+                                      "--dtype", "float32"], words, {}),
+        ("narrow-pdebench", ["convert", big, f"{out}.hdf5", "--to", "pdebench"], words, {}),
+        ("narrow-netcdf-float32", ["convert", big, f"{out}.nc", "--dtype", "float32"], words,
+         {}),
+        ("narrow-zarr-float32", ["convert", big, f"{out}.zarr", "--dtype", "float32"], words,
+         {}),
+    ]
+
+
+def test_round_four_narrowing(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("h5py")
+    assert_table(narrowing_cases(tmp_path), capsys, tmp_path)
+
+
+def test_convert_dtype_to_our_own_formats(files, tmp_path):
+    """--dtype is offered for every target that takes it, our own formats included."""
+    from ssmpde.data import convert
+
+    for suffix in ("nc", "zarr"):
+        result = convert(files["ns"], tmp_path / f"ns32.{suffix}", dtype="float32")
+        assert any("written as float32" in note for note in result.notes), result.notes
+        with open_dataset(result.target) as ds, open_dataset(files["ns"]) as source:
+            assert ds["vorticity"].dtype == np.float32
+            assert ds["time"].dtype == source["time"].dtype  # coordinates keep theirs
+            np.testing.assert_array_equal(ds["vorticity"].values,
+                                          source["vorticity"].values.astype(np.float32))

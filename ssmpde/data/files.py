@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import inspect
 import math
 import numbers
 import os
@@ -334,8 +333,8 @@ class Conversion:
     sizes : dict of str to int
         The dimension sizes of the dataset converted.
     notes : tuple of str
-        What the target format could not carry (empty for netCDF and zarr, which carry
-        everything), one human-readable sentence each.
+        What the target format could not carry (for netCDF and zarr, which carry everything,
+        only what ``dtype`` cast), one human-readable sentence each.
     """
 
     target: pathlib.Path
@@ -359,11 +358,22 @@ def _target_format(target: pathlib.Path, to: str | None) -> str:
     return formats.format_named(to).NAME
 
 
-def _takes_dtype(fmt: str) -> bool:
-    """Whether the format's writer chooses the precision of the values (``dtype=``)."""
-    if fmt in formats.OWN_FORMATS:
-        return False
-    return "dtype" in inspect.signature(formats.format_named(fmt).export).parameters
+def _cast_floats(ds: xr.Dataset, dtype: str) -> tuple[xr.Dataset, list[str]]:
+    """``ds`` with its floating data variables in ``dtype`` (coordinates keep theirs), after
+    :func:`~ssmpde.data.formats.check_range`; and a note of what was cast."""
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype must be 'float32' or 'float64' (or None: keep the dataset's), "
+                         f"got {dtype!r}")
+    wanted = np.dtype(dtype)
+    formats.check_range(ds, wanted, advice="Leave out --dtype (dtype=) to keep the dataset's "
+                                           "precision, or rescale the variable (other units)")
+    cast = {name: var.dtype for name, var in ds.data_vars.items()
+            if var.dtype.kind == "f" and var.dtype != wanted}
+    if not cast:
+        return ds, [f"values already {wanted}: nothing cast"]
+    ds = ds.assign({name: ds[name].astype(wanted) for name in cast})
+    listed = ", ".join(f"{name} (was {old})" for name, old in cast.items())
+    return ds, [f"{listed} written as {wanted}"]
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike, *,
@@ -385,8 +395,10 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
         ones). Default: from the target's suffix (``.nc``, ``.nc4``, ``.netcdf`` or
         ``.zarr``).
     dtype : {None, "float32", "float64"}
-        The precision of the floating values, for a format whose export takes one
-        (``"the-well"``: float32 for The Well's own models); None: the format's default.
+        The precision of the floating data variables (coordinates keep theirs), for netCDF,
+        zarr and a format whose export takes one (``"the-well"``: float32 for The Well's own
+        models; PDEBench is always float32); None: the dataset's, or the format's own. A
+        value the narrower type cannot hold is refused before anything is written.
 
     Returns
     -------
@@ -398,13 +410,14 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     ------
     ValueError
         For an unknown format (the message lists the known ones), a suffix that does not say
-        the format, a ``dtype`` the format does not take, or a dataset the target format
-        cannot hold (the message says why).
+        the format, a ``dtype`` the format does not take, values beyond the range of the
+        precision written, or a dataset the target format cannot hold (the message says why).
 
     Notes
     -----
-    To netCDF4 or zarr, values, dtypes, coordinates and every attribute (``history``
-    included) are copied unchanged, so a round trip gives the same dataset; the data stream
+    To netCDF4 or zarr, values, dtypes (unless ``dtype`` says otherwise), coordinates and
+    every attribute (``history`` included) are copied unchanged, so a round trip gives the
+    same dataset; the data stream
     through one sample at a time (dask chunks), so the dataset need not fit in memory. A
     foreign format keeps what it can hold and says what it cannot in ``notes``. Every target
     is written atomically under its output lock (:func:`output_lock`).
@@ -418,11 +431,10 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     source = pathlib.Path(os.fspath(source)).expanduser()
     target = pathlib.Path(os.fspath(target)).expanduser()
     fmt = _target_format(target, to)  # an unknown format fails before the source is read
-    if dtype is not None and not _takes_dtype(fmt):
-        taking = [name for name in formats.known_formats() if _takes_dtype(name)]
-        raise ValueError(f"the {fmt} format does not take a dtype: it writes the values as "
-                         f"they are or in its own precision (PDEBench: float32); --dtype "
-                         f"(dtype=) applies to --to {', '.join(taking)}")
+    if dtype is not None and not formats.takes_dtype(fmt):
+        raise ValueError(f"the {fmt} format does not take a dtype: it writes the values in "
+                         f"its own precision (PDEBench: float32); --dtype (dtype=) applies to "
+                         f"--to {', '.join(formats.taking_dtype())}")
     export_options = {} if dtype is None else {"dtype": dtype}
     notes: list[str] = []
     with output_lock(target):
@@ -433,6 +445,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
             sizes = dict(ds.sizes)
             if fmt in formats.OWN_FORMATS:
                 _check_storable_attrs(ds)
+                if dtype is not None:
+                    ds, cast = _cast_floats(ds, dtype)
+                    notes.extend(cast)
                 _write_own(ds, target, fmt)
             else:
                 module = formats.format_named(fmt)

@@ -42,7 +42,9 @@ and optionally
     variables are written in it) lets ``convert --dtype`` choose the precision.
 
 A module reads a file's header before its data: :func:`check_declared_memory` refuses sizes
-that memory cannot hold before anything is allocated. :mod:`ssmpde.data.formats.hdf5` holds what
+that memory cannot hold before anything is allocated. An export that writes values in a
+narrower type than they have (PDEBench's float32, ``dtype="float32"``) calls
+:func:`check_range` first: a value beyond the narrower type's range would be stored as inf. :mod:`ssmpde.data.formats.hdf5` holds what
 HDF5-based formats share (the signature check, a lazily read array in another axis order).
 
 :func:`known_formats` lists them, :func:`format_named` looks one up by name and :func:`sniff`
@@ -72,6 +74,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+import inspect
 import pathlib
 import types
 import warnings
@@ -80,8 +83,8 @@ from typing import Any
 from .hdf5 import HDF5_SUFFIXES
 
 __all__ = ["ENTRY_POINT_GROUP", "HDF5_SUFFIXES", "OWN_FORMATS", "FormatPluginWarning",
-           "check_declared_memory", "clear_cache", "format_named", "is_export", "known_formats",
-           "sniff"]
+           "check_declared_memory", "check_range", "clear_cache", "format_named", "is_export",
+           "known_formats", "sniff", "takes_dtype", "taking_dtype"]
 
 #: The entry-point group the formats are registered in, ssmpde's own and other packages'.
 ENTRY_POINT_GROUP = "ssmpde.formats"
@@ -211,6 +214,19 @@ def is_export(module: types.ModuleType, path: pathlib.Path) -> bool:
     return bool(check(path)) if check is not None else False
 
 
+def takes_dtype(name: str) -> bool:
+    """Whether ``convert(..., to=name, dtype=...)`` can choose the precision of the values:
+    ssmpde's own formats and a foreign format whose ``export`` takes ``dtype``."""
+    if name in OWN_FORMATS:
+        return True
+    return "dtype" in inspect.signature(format_named(name).export).parameters
+
+
+def taking_dtype() -> list[str]:
+    """The names of the formats :func:`takes_dtype` accepts, own formats first."""
+    return [*OWN_FORMATS, *(name for name in known_formats() if takes_dtype(name))]
+
+
 def check_declared_memory(path: pathlib.Path, what: str, nbytes: int) -> None:
     """Refuse a file whose header declares more than memory holds, before allocating it.
 
@@ -240,3 +256,43 @@ def check_declared_memory(path: pathlib.Path, what: str, nbytes: int) -> None:
                            f"{format_bytes(limit)} that may be used (80% of the memory "
                            f"available, or SSMPDE_MAX_MEMORY){size}. Its header is damaged or "
                            "wrong: check the file, or open it where that much memory is free")
+
+
+def check_range(ds: Any, dtype: Any, *, advice: str) -> None:
+    """Refuse to narrow a floating data variable of ``ds`` whose values ``dtype`` cannot hold.
+
+    A cast from float64 to float32 turns every finite value beyond float32's range (about
+    3.4e38) into inf, silently but for numpy's warning: an export checks its data variables
+    before it writes anything. NaN and inf already in the data are left to the caller (they
+    stay what they are).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The dataset to write; its floating data variables wider than ``dtype`` are read once
+        (one dask chunk at a time when ``ds`` is chunked).
+    dtype : numpy dtype or str
+        The floating type the values will be written in.
+    advice : str
+        What the user can do instead (keep the precision, another format), ending the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the first variable with a finite value ``dtype`` cannot hold, its largest
+        magnitude and ``dtype``'s largest value.
+    """
+    import numpy as np
+
+    narrow = np.dtype(dtype)
+    largest = float(np.finfo(narrow).max)
+    for name, var in ds.data_vars.items():
+        if var.dtype.kind != "f" or var.dtype.itemsize <= narrow.itemsize or var.size == 0:
+            continue
+        value = float(abs(var).where(np.isfinite(var)).max().values)  # NaN: nothing finite
+        with np.errstate(over="ignore", invalid="ignore"):
+            overflows = np.isinf(np.asarray(value).astype(narrow))
+        if overflows:
+            raise ValueError(f"'{name}' holds values up to {value:.6g} in magnitude, beyond "
+                             f"the range of {narrow} (largest {largest:.6g}): written as "
+                             f"{narrow} they would become inf. {advice}")

@@ -14,6 +14,7 @@ import netCDF4
 import numpy as np
 import xarray as xr
 
+from .. import check_range
 from ...schema import ROLE, SAMPLE, TIME, X, Y, boundary_conditions_of, config_of, vectors_of
 from .layout import _CFD, _DARCY, _GROUPS, _STACKED_1D, EXTRAS_GROUP, METADATA_ATTR
 
@@ -209,7 +210,8 @@ def export(ds: xr.Dataset, path: pathlib.Path) -> list[str]:
     ------
     ValueError
         If PDEBench cannot hold the dataset: a steady problem other than Darcy flow, state
-        fields off the ``(sample, time, [y,] x)`` grid, no state field, or non-numeric data.
+        fields off the ``(sample, time, [y,] x)`` grid, no state field, non-numeric data, or
+        values beyond float32's range (checked before anything is written).
 
     Notes
     -----
@@ -218,6 +220,9 @@ def export(ds: xr.Dataset, path: pathlib.Path) -> list[str]:
     """
     layout, mapping = _layout_of(ds)
     _check_writable(ds)
+    check_range(ds, np.float32, advice="PDEBench stores float32: convert to netCDF or zarr, "
+                                       "which keep float64, or rescale the variable (other "
+                                       "units)")
     notes: list[str] = []
     suffix = path.suffix.lower()
     if layout == _GROUPS and suffix != ".h5":

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .. import check_range
 from ...outputs import atomic_path
 from ...schema import SAMPLE, TIME, X, Y, validate
 from .layout import (_GROUPS, _WELL_DIMS, _WELL_SUFFIXES, METADATA, SAMPLE_INDICES, SPLIT_FRACTIONS,
@@ -243,8 +244,8 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
     ------
     ValueError
         For a dataset without a ``time`` dimension (The Well holds time series: steady problems
-        such as Darcy do not fit), a grid variable with extra dimensions, clashing names, or
-        bad ``splits``.
+        such as Darcy do not fit), a grid variable with extra dimensions, clashing names, bad
+        ``splits``, or values ``dtype`` cannot hold (checked before anything is written).
     FileExistsError
         If ``path`` exists.
     ImportError
@@ -292,6 +293,9 @@ def export(ds: xr.Dataset, path: str | os.PathLike, *,
     single = target.suffix.lower() in _WELL_SUFFIXES
     name = dataset_name(ds)
     plan = _plan(ds, ndim, cast)
+    if cast is not None:
+        check_range(ds, cast, advice="Leave out dtype (--dtype) to keep the dataset's "
+                                     "precision, or rescale the variable (other units)")
     h5py = _h5py()
     notes = list(plan.notes)
     with atomic_path(target) as tmp:
