@@ -12,11 +12,20 @@ Presets follow the paper's best configurations (Table 3, Tables 4–5):
   depth 8, state 16;
 * ``navier-stokes``: 64×64, 10 frames folded into channels → the next frame, 1D ("vanilla")
   scan, learnable correction, positional encoding, width 256, depth 8, state 16.
-
 * ``1d``: 1D scan, learnable correction, positional encoding, width 64, depth 8, 64 tokens.
 
-The latent token grids (17×17, 16×16, 64) and the MLP ratio are this package's choices,
-stated in the config.
+These three carry this package's additions, each a named option: the point coordinates as
+encoder inputs (``input_coordinates``), a geometric prior on the encoder's and decoder's
+logits (``geometric_prior``) and a point skip past the latent bottleneck (``point_skip``);
+and they gate with ``LN(Y) ⊙ SiLU(Z)`` where Algorithm 1 (line 10) has
+``SiLU(LN(Y)) ⊙ SiLU(Z)`` (``norm_activation``). ``paper-darcy`` and
+``paper-navier-stokes`` are the same models exactly as the paper writes them: none of the
+additions, the activation of line 10, and no positional information where the best model
+has none (Darcy: no coordinates, no positional encoding; Navier–Stokes: the positional
+encoding of its best model, no coordinates).
+
+The latent token grids (17×17, 16×16, 64), the MLP ratio and the convolution's kernel are
+this package's choices (the paper does not give them), stated in the config.
 """
 
 from __future__ import annotations
@@ -34,7 +43,12 @@ from .geometry import GeometryDecoder, GeometryEncoder
 from .layers import ResidualLayer, unit_coordinates, with_coordinates
 from .s6 import CORRECTIONS, SelectiveScanMixer
 
-__all__ = ["GeoMaNO", "GeoMaNOConfig"]
+__all__ = ["PAPER_OPTIONS", "GeoMaNO", "GeoMaNOConfig"]
+
+#: The options that make a preset the paper's model: none of this package's additions, and
+#: Algorithm 1's activation of the normalised scan output.
+PAPER_OPTIONS = dict(input_coordinates=False, geometric_prior=False, point_skip=False,
+                     norm_activation=True)
 
 
 @dataclass(frozen=True)
@@ -67,10 +81,22 @@ class GeoMaNOConfig(ModelConfig):
         Geometric correction R per direction.
     positional_encoding : bool
         Add a fixed sin-cos embedding of the latent token positions to the tokens (the
-        encoder always sees the point coordinates; this marks the token order for the scans).
+        paper's positional encoding of the latent patches).
     point_skip : bool
         Add the encoder's lifted point features to the decoder's before the output head (a
-        skip past the latent bottleneck; not in the paper's Eq. 7, which ``False`` gives).
+        skip past the latent bottleneck; ours: not in the paper's Eq. 7, which ``False``
+        gives).
+    input_coordinates : bool
+        Give the encoder every point's coordinates in [0, 1] next to its values (ours: the
+        paper's encoder reads the values only, Eq. 6, which ``False`` gives).
+    geometric_prior : bool
+        Add :func:`~ssmpde.surrogates.geometry.geometric_prior` to the encoder's and the
+        decoder's logits, so both start as a soft patch embedding (ours: not in Eq. 6–7,
+        which ``False`` gives).
+    norm_activation : bool
+        SiLU on the normalised scan output before the gate, ``SiLU(LN(Y)) ⊙ SiLU(Z)``, as
+        Algorithm 1 (line 10) prints it; ``False``: ``LN(Y) ⊙ SiLU(Z)`` (VMamba's gate,
+        which the ssmpde presets were trained with).
     scan_backend : {"auto", "reference", "cpu", "triton"}
         Which scan implementation runs; all compute the same function.
     """
@@ -88,6 +114,9 @@ class GeoMaNOConfig(ModelConfig):
     correction: str = "0011"
     positional_encoding: bool = False
     point_skip: bool = True
+    input_coordinates: bool = True
+    geometric_prior: bool = True
+    norm_activation: bool = False
     scan_backend: str = "auto"
 
     spatial_fields: ClassVar[tuple[str, ...]] = ("latent_grid",)
@@ -127,7 +156,8 @@ class GeoMaNOConfig(ModelConfig):
         if self.scan_backend not in BACKENDS:
             raise ValueError(f"unknown scan_backend {self.scan_backend!r}; choose one of "
                              f"{BACKENDS}")
-        for name in ("positional_encoding", "point_skip"):
+        for name in ("positional_encoding", "point_skip", "input_coordinates",
+                     "geometric_prior", "norm_activation"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false")
 
@@ -175,38 +205,48 @@ class GeoMaNO(Surrogate):
                    depth=8, state_size=16, scan="1d", correction="learnable",
                    positional_encoding=True),
     }
+    # The paper's models exactly (its 2D problems; it has no 1D one).
+    PRESETS["paper-darcy"] = {**PRESETS["darcy"], **PAPER_OPTIONS}
+    PRESETS["paper-navier-stokes"] = {**PRESETS["navier-stokes"], **PAPER_OPTIONS}
 
     def __init__(self, config: GeoMaNOConfig):
         super().__init__(config)
         dims = len(config.grid)
-        # The geometry the encoder sees: every point's coordinates in [0, 1] next to its
-        # values, so the input-adaptive weights can group points by where they are.
-        self.register_buffer("coordinates", unit_coordinates(config.grid), persistent=False)
-        features = config.in_channels + dims
+        features = config.in_channels
+        if config.input_coordinates:
+            # Every point's coordinates in [0, 1] next to its values, so the input-adaptive
+            # weights can group points by where they are.
+            self.register_buffer("coordinates", unit_coordinates(config.grid),
+                                 persistent=False)
+            features += dims
         if config.positional_encoding:
             self.register_buffer("position_embedding",
                                  sincos_embedding(config.width, config.latent_grid),
                                  persistent=False)
+        prior = config.geometric_prior
         self.encoder = GeometryEncoder(features, config.width, config.latent_grid,
-                                       config.grid)
+                                       config.grid if prior else None)
         self.layers = nn.ModuleList(
             ResidualLayer(config.width,
                           SelectiveScanMixer(config.width, spatial_dims=dims,
                                              state_size=config.state_size,
                                              expand=config.expand, scan=config.scan,
                                              correction=config.correction,
+                                             norm_activation=config.norm_activation,
                                              scan_backend=config.scan_backend),
                           mlp_ratio=config.mlp_ratio)
             for _ in range(config.depth))
         self.decoder = GeometryDecoder(config.width, config.out_channels, config.grid,
-                                       config.latent_grid)
+                                       config.latent_grid if prior else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, in_channels, *grid] -> [batch, out_channels, *grid]``."""
         x = self.check_input(x)
         # The layers run on channel-last tokens [batch, *latent_grid, width]: the layout of
         # every linear map, norm and scan in them, so no layer copies its tokens around.
-        tokens, points = self.encoder.encode(with_coordinates(x, self.coordinates))
+        if self.config.input_coordinates:
+            x = with_coordinates(x, self.coordinates)
+        tokens, points = self.encoder.encode(x)
         tokens = tokens.unflatten(1, self.config.latent_grid)
         if self.config.positional_encoding:
             tokens = tokens + self.position_embedding.movedim(0, -1).to(tokens.dtype)

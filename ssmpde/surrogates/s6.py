@@ -89,13 +89,13 @@ class SelectiveScanMixer(nn.Module):
     .. math:: h_l = \bar A_l h_{l-1} + \bar B_l x_l,\quad
               y_l = C_l h_l - R\,\bar B_l x_l + D x_l
 
-    runs in every direction; the directions are merged by summing, then LayerNorm, times
-    SiLU(z), out_proj. With ``scan="1d"`` the block works on channel-last tokens without
-    copying them per direction: a direction and its reverse scan the same sequence (the
-    second with ``reverse=True``, whose outputs land where they came from), column orders
-    read one transposed copy, and Δ, B, C of all directions come from one matrix product in
-    grid order. With ``scan="2d"`` the four corners are flipped copies, scanned at once
-    (directions folded into channels, B/C grouped by direction).
+    runs in every direction; the directions are merged by summing, then LayerNorm (and SiLU
+    with ``norm_activation``), times SiLU(z), out_proj. With ``scan="1d"`` the block works on
+    channel-last tokens without copying them per direction: a direction and its reverse scan
+    the same sequence (the second with ``reverse=True``, whose outputs land where they came
+    from), column orders read one transposed copy, and Δ, B, C of all directions come from
+    one matrix product in grid order. With ``scan="2d"`` the four corners are flipped copies,
+    scanned at once (directions folded into channels, B/C grouped by direction).
 
     Parameters
     ----------
@@ -111,13 +111,18 @@ class SelectiveScanMixer(nn.Module):
         Traversal-order 1D scans, or the 2D two-pass scan from the four corners (2D grids).
     correction : str
         One of :data:`CORRECTIONS`. Fixed patterns need four directions (2D grids).
+    norm_activation : bool
+        Algorithm 1, line 10, as printed: :math:`\sigma(\mathrm{LN}(Y)) \circ \sigma(Z)` with
+        σ = SiLU. ``False`` (default) leaves out the first σ, :math:`\mathrm{LN}(Y) \circ
+        \sigma(Z)`, VMamba's gate, which ssmpde's GeoMaNO presets were trained with.
     scan_backend : str
         Passed to :func:`ssmpde.kernels.selective_scan` ("auto", "reference", "cpu",
         "triton"); it does not change the mathematics.
     """
 
     def __init__(self, width: int, *, spatial_dims: int, state_size: int = 16, expand: int = 2,
-                 scan: str = "1d", correction: str = "none", scan_backend: str = "auto"):
+                 scan: str = "1d", correction: str = "none", norm_activation: bool = False,
+                 scan_backend: str = "auto"):
         super().__init__()
         if spatial_dims not in (1, 2):
             raise ValueError(f"spatial_dims must be 1 or 2, got {spatial_dims}")
@@ -136,7 +141,7 @@ class SelectiveScanMixer(nn.Module):
         self.width, self.inner, self.rank = width, inner, rank
         self.state_size, self.directions = state_size, directions
         self.spatial_dims, self.scan, self.correction = spatial_dims, scan, correction
-        self.scan_backend = scan_backend
+        self.norm_activation, self.scan_backend = norm_activation, scan_backend
 
         self.in_proj = nn.Linear(width, 2 * inner, bias=False)
         if spatial_dims == 2:
@@ -207,8 +212,7 @@ class SelectiveScanMixer(nn.Module):
             else:
                 out = out.unflatten(1, tuple(grid))
             y = out if y is None else y + out
-        y = self.norm(y) * F.silu(z)
-        return self.out_proj(y)
+        return self._output(y, z)
 
     def _convolve(self, x: torch.Tensor) -> torch.Tensor:
         """The depthwise convolution of ``x [b, *grid, inner]`` (contiguous), channel-last in
@@ -240,8 +244,15 @@ class SelectiveScanMixer(nn.Module):
                               delta_bias=self.dt_bias.flatten(), delta_softplus=True,
                               backend=self.scan_backend)
         y = cross_merge_2d(y.unflatten(1, (self.directions, self.inner)))
-        y = self.norm(channels_last(y)) * F.silu(channels_last(z))
-        return self.out_proj(y)
+        return self._output(channels_last(y), channels_last(z))
+
+    def _output(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Algorithm 1, lines 10–11, on channel-last ``y`` (the merged scans) and gate ``z``:
+        ``out_proj(LN(y) ⊙ SiLU(z))``, or ``out_proj(SiLU(LN(y)) ⊙ SiLU(z))``."""
+        y = self.norm(y)
+        if self.norm_activation:
+            y = F.silu(y)
+        return self.out_proj(y * F.silu(z))
 
 
 # ---------------------------------------------------------------------------------------

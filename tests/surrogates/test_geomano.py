@@ -3,13 +3,17 @@ raised at build time, the preset parameter counts, and the fast layouts against 
 equations (the contract of every model, shapes, gradients and save/load included:
 test_contract.py)."""
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from ssmpde.surrogates import build_model, parameter_count
+from ssmpde.surrogates import build_model, config_from_dict, parameter_count
+from ssmpde.surrogates.geomano import PAPER_OPTIONS
+from ssmpde.surrogates.geometry import GeometryDecoder
 from ssmpde.surrogates.s6 import CORRECTIONS, SelectiveScanMixer
 
 GOLDEN = Path(__file__).parent / "golden" / "geomano_tiny.json"
@@ -149,9 +153,13 @@ def test_bad_configs_fail_at_build_time(overrides, message):
 # ---------------------------------------------------------------------------------------
 def test_preset_parameter_counts_are_stable():
     # The configurations stated in the notes; a change here is a change of architecture.
-    counts = {p: parameter_count(build_model("geomano", preset=p))
-              for p in ("darcy", "navier-stokes")}
-    assert counts == {"darcy": 1_074_267, "navier-stokes": 8_100_865}
+    # The paper's models lift 2 fewer input channels (no coordinates): 2 · width fewer.
+    with torch.device("meta"):
+        counts = {p: parameter_count(build_model("geomano", preset=p))
+                  for p in ("darcy", "navier-stokes", "paper-darcy", "paper-navier-stokes")}
+    assert counts == {"darcy": 1_074_267, "navier-stokes": 8_100_865,
+                      "paper-darcy": 1_074_267 - 2 * 64,
+                      "paper-navier-stokes": 8_100_865 - 2 * 256}
     assert math.prod(build_model("geomano", preset="darcy").config.latent_grid) == 289
 
 
@@ -180,8 +188,10 @@ def mixer_reference(mixer, tokens):
                            D=mixer.D, R=mixer.R, delta_bias=mixer.dt_bias.flatten())
     y = y.unflatten(1, (mixer.directions, mixer.inner))
     y = y[:, 0] + y[:, 1].flip(-1) if mixer.spatial_dims == 1 else cross_merge(y, *grid)
-    y = mixer.norm(channels_last(y)) * F.silu(channels_last(z))
-    return channels_first(mixer.out_proj(y))
+    y = mixer.norm(channels_last(y))
+    if mixer.norm_activation:     # line 10: σ(LayerNorm(Y)) ∘ σ(Z)
+        y = F.silu(y)
+    return channels_first(mixer.out_proj(y * F.silu(channels_last(z))))
 
 
 def assert_same_map(fast, reference, inputs, parameters):
@@ -194,15 +204,19 @@ def assert_same_map(fast, reference, inputs, parameters):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("dims, grid", [(2, (5, 7)), (2, (1, 4)), (1, (9,)), (1, (1,))],
-                         ids=["5x7", "1x4", "length9", "length1"])
-def test_mixer_equals_algorithm_1_with_copies(dims, grid):
+@pytest.mark.parametrize("dims, grid, norm_activation",
+                         [(2, (5, 7), False), (2, (1, 4), False), (1, (9,), False),
+                          (1, (1,), False), (2, (5, 7), True), (1, (9,), True)],
+                         ids=["5x7", "1x4", "length9", "length1", "5x7-activation",
+                              "length9-activation"])
+def test_mixer_equals_algorithm_1_with_copies(dims, grid, norm_activation):
     # The mixer scans the reversed directions with reverse=True on one sequence, the column
     # orders on one transposed copy, and projects every direction in one product in grid
     # order; the paper's flips, stacks and merges must give the same map.
     torch.manual_seed(6)
     mixer = SelectiveScanMixer(8, spatial_dims=dims, state_size=3, scan="1d",
-                               correction="learnable").double()
+                               correction="learnable",
+                               norm_activation=norm_activation).double()
     with torch.no_grad():
         for p in mixer.parameters():
             p.add_(0.1 * torch.randn_like(p))   # R ≠ 0, D ≠ 1, and so on
@@ -211,28 +225,115 @@ def test_mixer_equals_algorithm_1_with_copies(dims, grid):
                     list(mixer.parameters()))
 
 
-def test_encoder_and_decoder_equal_equations_6_and_7():
-    import torch.nn.functional as F
-
+@pytest.mark.parametrize("preset", ["darcy", "paper-darcy"])
+def test_encoder_and_decoder_equal_equations_6_and_7(preset):
     torch.manual_seed(7)
-    model = tiny(grid=(7, 5), latent_grid=(3, 2)).double()
+    model = tiny(preset=preset, grid=(7, 5), latent_grid=(3, 2)).double()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))
     encoder, decoder = model.encoder, model.decoder
-    x = torch.randn(2, 3, 7, 5, dtype=torch.float64, requires_grad=True)  # values + coords
+    ours = preset == "darcy"   # the coordinates as inputs, the prior and the point skip
+    x = torch.randn(2, 3 if ours else 1, 7, 5, dtype=torch.float64, requires_grad=True)
+    prior = encoder.prior if ours else 0.0
 
-    # Eq. 6: Y = GELU(Linear(X)), W = softmax_L(Linear(Y) + prior), Z = LN(W^T Y).
+    # Eq. 6: Y = GELU(Linear(X)), W = softmax_L(Linear(Y) [+ prior]), Z = LN(W^T Y).
     y = F.gelu(encoder.lift(x.flatten(2).transpose(1, 2)))
-    w = torch.softmax(encoder.weights(y) + encoder.prior, dim=-1)
+    w = torch.softmax(encoder.weights(y) + prior, dim=-1)
     z = encoder.norm(w.transpose(1, 2) @ y).transpose(1, 2).unflatten(2, (3, 2))
     tokens, points = encoder(x, return_points=True)
     assert_same_map(tokens, z, [x], list(encoder.parameters()))
 
-    # Eq. 7, token by point: W = softmax_L(Linear(Z) + prior^T), X = LN(proj(W^T Z)).
+    # Eq. 7, token by point: W = softmax_L(Linear(Z) [+ prior^T]), X = LN(proj(W^T Z)), then
+    # the head [of X + Y, the point skip].
     zz = z.detach().requires_grad_()
     flat = zz.flatten(2).transpose(1, 2)
-    w = torch.softmax(decoder.weights(flat) + decoder.prior.T, dim=1)
-    expected = decoder.head(decoder.norm(decoder.proj(w.transpose(1, 2) @ flat)) + y)
-    expected = expected.transpose(1, 2).unflatten(2, (7, 5))
-    assert_same_map(decoder(zz, y), expected, [zz], list(decoder.parameters()))
+    w = torch.softmax(decoder.weights(flat) + (decoder.prior.T if ours else 0.0), dim=1)
+    x_out = decoder.norm(decoder.proj(w.transpose(1, 2) @ flat))
+    expected = decoder.head(x_out + y if ours else x_out).transpose(1, 2).unflatten(2, (7, 5))
+    assert_same_map(decoder(zz, y if ours else None), expected, [zz],
+                    list(decoder.parameters()))
+
+
+# ---------------------------------------------------------------------------------------
+# The paper's models: the presets without this package's additions.
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("preset", ["darcy", "navier-stokes"])
+def test_paper_presets_are_ours_without_the_additions(preset):
+    ours = config_from_dict("geomano", preset=preset)
+    paper = config_from_dict("geomano", preset=f"paper-{preset}")
+    assert (ours.input_coordinates, ours.geometric_prior, ours.point_skip,
+            ours.norm_activation) == (True, True, True, False)
+    assert paper == dataclasses.replace(ours, **PAPER_OPTIONS)
+    assert (paper.input_coordinates, paper.geometric_prior, paper.point_skip,
+            paper.norm_activation) == (False, False, False, True)
+    # Positional information only where the paper's best model has it (Table 3).
+    assert paper.positional_encoding == (preset == "navier-stokes")
+
+
+def test_configs_saved_before_the_paper_options_build_the_model_they_trained():
+    # A checkpoint's config.json from before these options lacks them: its defaults must be
+    # that earlier model (coordinates, prior, skip, no activation of LN(Y)).
+    config = config_from_dict("geomano", preset="darcy", values=dict(width=8, depth=1))
+    earlier = {name: value for name, value in dataclasses.asdict(config).items()
+               if name not in ("input_coordinates", "geometric_prior", "norm_activation")}
+    assert config_from_dict("geomano", earlier) == config
+    assert tuple(PAPER_OPTIONS) == ("input_coordinates", "geometric_prior", "point_skip",
+                                    "norm_activation")
+
+
+def test_paper_model_has_no_geometric_prior():
+    model = tiny(preset="paper-darcy")
+    assert model.encoder.prior is None and model.decoder.prior is None
+    assert not [name for name, _ in model.named_buffers() if "prior" in name]
+    assert tiny().encoder.prior is not None   # ours has it, so the check can fail
+
+
+def test_paper_model_has_no_point_skip(monkeypatch):
+    # The decoder is asked for no skip; ours hands it the lifted points.
+    seen = []
+    decode = GeometryDecoder.decode
+
+    def spy(self, tokens, points=None):
+        seen.append(points)
+        return decode(self, tokens, points)
+
+    monkeypatch.setattr(GeometryDecoder, "decode", spy)
+    x = torch.randn(2, 1, 9, 9)
+    tiny(preset="paper-darcy")(x)
+    tiny()(x)
+    assert seen[0] is None and seen[1] is not None
+
+
+def test_paper_model_reads_no_coordinates():
+    model = tiny(preset="paper-darcy", in_channels=2)
+    assert model.encoder.lift.in_features == 2
+    assert "coordinates" not in dict(model.named_buffers())
+    assert tiny(in_channels=2).encoder.lift.in_features == 2 + 2   # ours: values + (y, x)
+
+
+@pytest.mark.parametrize("scan", ["1d", "2d"])
+def test_paper_model_applies_the_activation_of_algorithm_1_line_10(scan):
+    # Hooks read LN(Y), the gate's input Z and what out_proj receives in every mixer: it must
+    # be SiLU(LN(Y)) ⊙ SiLU(Z) in the paper's model, LN(Y) ⊙ SiLU(Z) in ours.
+    torch.manual_seed(8)
+    x = torch.randn(2, 1, 9, 9)
+    for preset, activation in (("paper-darcy", F.silu), ("darcy", lambda t: t)):
+        model = tiny(preset=preset, scan=scan, depth=2)
+        captured = []
+        for layer in model.layers:
+            mixer, seen = layer.mixer, {}
+            hooks = [mixer.in_proj.register_forward_hook(
+                         lambda m, i, o, seen=seen: seen.update(z=o[..., o.shape[-1] // 2:])),
+                     mixer.norm.register_forward_hook(
+                         lambda m, i, o, seen=seen: seen.update(norm=o)),
+                     mixer.out_proj.register_forward_hook(
+                         lambda m, i, o, seen=seen: seen.update(gated=i[0]))]
+            captured.append((mixer, seen, hooks))
+        with torch.no_grad():
+            model(x)
+            for mixer, seen, hooks in captured:
+                expected = activation(seen["norm"]) * F.silu(seen["z"])
+                torch.testing.assert_close(seen["gated"], expected, rtol=1e-6, atol=1e-7)
+                for hook in hooks:
+                    hook.remove()
