@@ -8,7 +8,7 @@ agree to round-off in float64:
 
 * every 1D semilinear PDE on :class:`~ssmpde.solvers.semilinear.SemilinearSolver1D`
   (Kuramoto–Sivashinsky, Burgers, Korteweg–de Vries, Allen–Cahn): ETDRK4
-  (:func:`~ssmpde.solvers.semilinear.etdrk4_step`, the NumPy oracle's stages) with the
+  (:func:`~ssmpde.solvers.spectral.etdrk4_step`, the NumPy oracle's stages) with the
   solver's two hooks, its linear operator and its nonlinearity (the same term, factor and
   dealiasing as the fast path), the same contour coefficients
   (:func:`ssmpde.solvers.spectral.etdrk4_coefficients`) and the same number of steps per
@@ -50,9 +50,9 @@ import torch
 from .base import TimeDependentSolver, whole_multiple
 from .navier_stokes import FORCING_PHASE_SPEED, NavierStokes2D, etdrk4_operator, forcing_field
 from .navier_stokes_engine import IMEX_STAGES
-from .semilinear import SemilinearSolver1D, etdrk4_step
+from .semilinear import SemilinearSolver1D
 from .spectral import (VorticityWavenumbers, advection, dealias_mask, etdrk4_coefficients,
-                       velocity_spectra, vorticity_wavenumbers)
+                       etdrk4_step, velocity_spectra, vorticity_wavenumbers)
 
 __all__ = ["SUPPORTED", "DifferentiableStep", "differentiable_step"]
 
@@ -268,7 +268,7 @@ class _NavierStokesStep(DifferentiableStep):
     stage E = f̂(t) − mask · FFT(u ω_x + v ω_y), then
     ω̂ ← [(1 − a) ω̂ + Δt (γ E + ζ E_prev)] / (1 + a), a = α Δt (ν λ + μ) (Euler–CN: one
     stage α = ½, γ = 1, ζ = 0; RK3/CN: Spalart, Moser & Rogers 1991), each sample with its
-    own Δt and number of sub-steps; or ETDRK4 (:func:`~ssmpde.solvers.semilinear.etdrk4_step`
+    own Δt and number of sub-steps; or ETDRK4 (:func:`~ssmpde.solvers.spectral.etdrk4_step`
     with N = E, L = −νλ − μ, the solver's coefficients)."""
 
     def __init__(self, solver: NavierStokes2D) -> None:

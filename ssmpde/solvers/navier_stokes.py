@@ -21,9 +21,9 @@ from .base import (Checks, SolverDivergedError, TimeDependentSolver, VariableSpe
                    check_strided_grid, positive_finite, register_solver, whole_multiple)
 from .navier_stokes_engine import IMEX_STAGES, Engine
 from .random_fields import PeriodicGRF, sample_rng
-from .semilinear import check_dtype, etdrk4_step
-from .spectral import (RealFFT, advection, dealias_mask, etdrk4_coefficients, spectral_resample,
-                       velocity_spectra, vorticity_wavenumbers)
+from .solver import check_dtype
+from .spectral import (RealFFT, advection, dealias_mask, etdrk4_coefficients, etdrk4_step,
+                       spectral_resample, velocity_spectra, vorticity_wavenumbers)
 
 __all__ = ["NavierStokes2D", "NavierStokesConfig", "SolverDivergedError", "etdrk4_operator",
            "forcing_field", "reference_advection", "reference_etdrk4_step", "reference_step"]

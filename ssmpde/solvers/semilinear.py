@@ -32,18 +32,16 @@ import numpy as np
 from ..data import TIME, X
 from .base import (TimeDependentSolver, VariableSpec, check_ranged, positive_finite,
                    whole_multiple)
+from .solver import DTYPES, check_dtype
 from . import _fftw, spectral
 from .random_fields import sample_rng
 from .spectral import (CONTOUR_POINTS, ETDRK4, RealFFT, dealias_mask, derivative_wavenumbers,
-                       etdrk4_coefficients, solver_threads, spectral_resample, wavenumbers)
+                       etdrk4_coefficients, etdrk4_step, solver_threads, spectral_resample,
+                       wavenumbers)
 
 __all__ = ["DTYPES", "FusedETDRK4", "MAX_RESOLUTION", "NonlinearTerm1D", "Nonlinearity",
            "PowerReaction", "QuadraticFlux", "SemilinearSolver1D", "SpectralState",
            "check_config", "check_grid", "etdrk4_step", "sine_series"]
-
-#: The arithmetic a semilinear solver may run in (the config's ``dtype``): float64, the
-#: default, or float32 (1.1–1.2x faster; its error against float64 is in the docs).
-DTYPES = ("float64", "float32")
 
 #: Largest simulation grid accepted by default (2**22 points: one batch row of buffers is
 #: ~1 GB already).
@@ -116,13 +114,6 @@ def check_config(config: Any, *, positive: Sequence[str] = (), ranged: Sequence[
                    "record_interval must be a whole number of time steps")
     for name in ranged:
         check_ranged(name, getattr(config, name))
-
-
-def check_dtype(dtype: Any) -> None:
-    """``dtype`` one of :data:`DTYPES` (ValueError naming them)."""
-    if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {DTYPES} (float32 runs 1.1–1.2x "
-                         "faster, at float32's round-off)")
 
 
 def sine_series(seed: int, indices: Sequence[int], n: int, length: float, lmax: int, *,
@@ -456,29 +447,6 @@ class FusedETDRK4:
         self.backward_kernel(np.ascontiguousarray(v), out, self.plans.backward, real,
                              spectral)
         return out.astype(np.float64) / self.n
-
-
-def etdrk4_step(v, c: Mapping[str, Any], nonlinear: Any, *, nodes: bool = False):
-    r"""One Cox–Matthews ETDRK4 step of :math:`\hat v' = L \hat v + N(\hat v)`, written once
-    for NumPy arrays and torch tensors (the oracles and the PyTorch steps; the fast paths are
-    numba kernels).
-
-    ``c`` holds ``E, E2, Q, f1, f2, f3`` (:func:`~ssmpde.solvers.spectral.etdrk4_coefficients`),
-    ``nonlinear`` maps v̂ to N̂(v̂); with ``nodes`` it is called as ``nonlinear(v̂, node)``,
-    ``node`` the stage's time in units of the step (0, ½, ½, 1), for a non-autonomous N (a
-    moving forcing). Kassam & Trefethen (2005), eq. (2.5) and ``kursiv.m``.
-    """
-    def evaluate(state, node):
-        return nonlinear(state, node) if nodes else nonlinear(state)
-
-    nv = evaluate(v, 0.0)
-    a = c["E2"] * v + c["Q"] * nv
-    na = evaluate(a, 0.5)
-    b = c["E2"] * v + c["Q"] * na
-    nb = evaluate(b, 0.5)
-    cc = c["E2"] * a + c["Q"] * (2.0 * nb - nv)
-    nc = evaluate(cc, 1.0)
-    return c["E"] * v + c["f1"] * nv + 2.0 * c["f2"] * (na + nb) + c["f3"] * nc
 
 
 class BufferedETDRK4:

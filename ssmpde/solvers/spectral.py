@@ -19,6 +19,7 @@ that sample *i* of a dataset is bit-identical whatever the batch size.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 import numba
@@ -34,6 +35,7 @@ __all__ = [
     "derivative_wavenumbers",
     "etdrk4_coefficients",
     "etdrk4_rows",
+    "etdrk4_step",
     "default_threads",
     "irfftn",
     "rfftn",
@@ -472,6 +474,30 @@ def etdrk4_rows(linear: np.ndarray, h: float) -> dict[str, np.ndarray]:
     with np.errstate(under="ignore"):  # e^{hL} of the stiffest modes underflows to 0
         each = [etdrk4_coefficients(row[None], h) for row in rows]
     return {k: np.concatenate([c[k] for c in each])[inverse.reshape(-1)] for k in each[0]}
+
+
+def etdrk4_step(v, c: Mapping[str, Any], nonlinear: Any, *, nodes: bool = False):
+    r"""One Cox–Matthews ETDRK4 step of :math:`\hat v' = L \hat v + N(\hat v)`, written once
+    for NumPy arrays and torch tensors: the stages every exponential scheme shares (the
+    semilinear 1D solvers' and Navier–Stokes' NumPy oracles and their PyTorch steps; the fast
+    paths are numba kernels).
+
+    ``c`` holds ``E, E2, Q, f1, f2, f3`` (:func:`etdrk4_coefficients`),
+    ``nonlinear`` maps v̂ to N̂(v̂); with ``nodes`` it is called as ``nonlinear(v̂, node)``,
+    ``node`` the stage's time in units of the step (0, ½, ½, 1), for a non-autonomous N (a
+    moving forcing). Kassam & Trefethen (2005), eq. (2.5) and ``kursiv.m``.
+    """
+    def evaluate(state, node):
+        return nonlinear(state, node) if nodes else nonlinear(state)
+
+    nv = evaluate(v, 0.0)
+    a = c["E2"] * v + c["Q"] * nv
+    na = evaluate(a, 0.5)
+    b = c["E2"] * v + c["Q"] * na
+    nb = evaluate(b, 0.5)
+    cc = c["E2"] * a + c["Q"] * (2.0 * nb - nv)
+    nc = evaluate(cc, 1.0)
+    return c["E"] * v + c["f1"] * nv + 2.0 * c["f2"] * (na + nb) + c["f3"] * nc
 
 
 @numba.njit(cache=True)
