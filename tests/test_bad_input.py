@@ -914,3 +914,105 @@ def test_convert_dtype_to_our_own_formats(files, tmp_path):
             assert ds["time"].dtype == source["time"].dtype  # coordinates keep theirs
             np.testing.assert_array_equal(ds["vorticity"].values,
                                           source["vorticity"].values.astype(np.float32))
+
+
+DAMAGED_CACHE = """
+import json, os, resource, shutil, sys, warnings
+import numpy as np
+import psutil
+from ssmpde.surrogates.correction import coarse_predictions
+
+data, reference = sys.argv[1], sys.argv[2]
+resource.setrlimit(resource.RLIMIT_AS, (psutil.Process().memory_info().vms + 2 ** 30,
+                                        resource.getrlimit(resource.RLIMIT_AS)[1]))
+expected = coarse_predictions(data, "1x2", reference).values
+good = os.path.join(reference, "block_00000.npy")
+
+
+def sparse(path):
+    with open(path, "wb") as f:
+        f.truncate(20 * 2 ** 30)
+
+
+damages = {"dev-zero": lambda path: os.symlink("/dev/zero", path), "fifo": os.mkfifo,
+           "sparse-20GB": sparse, "link-to-a-good-copy": lambda path: os.symlink(good, path),
+           "short": lambda path: open(path, "wb").write(open(good, "rb").read()[:-4])}
+report = {}
+for name, damage in damages.items():
+    cache = f"{reference}-{name}"
+    shutil.copytree(reference, cache, symlinks=True)
+    os.remove(os.path.join(cache, "block_00000.npy"))
+    damage(os.path.join(cache, "block_00000.npy"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = coarse_predictions(data, "1x2", cache)
+    report[name] = {"warnings": [f"{w.category.__name__}: {w.message}" for w in caught],
+                    "computed": result.computed,
+                    "same": bool(np.array_equal(result.values, expected)),
+                    "regular": os.path.isfile(os.path.join(cache, "block_00000.npy"))
+                               and not os.path.islink(os.path.join(cache, "block_00000.npy"))}
+for name, damage in {"manifest-fifo": os.mkfifo,
+                     "manifest-dev-zero": lambda path: os.symlink("/dev/zero", path)}.items():
+    cache = f"{reference}-{name}"
+    os.mkdir(cache)
+    damage(os.path.join(cache, "manifest.json"))
+    try:
+        coarse_predictions(data, "1x2", cache)
+    except ValueError as error:
+        report[name] = str(error)
+print(json.dumps(report))
+"""
+
+
+def test_a_damaged_correction_cache_block_is_checked_before_it_is_read(files, tmp_path):
+    """A cache block replaced by a link to /dev/zero (read until memory ran out), a FIFO (waited
+    on forever) or a 20 GB sparse file (read whole) is recomputed from its type and size alone,
+    with one DamagedCacheWarning; run in a process under a memory limit and a timeout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", DAMAGED_CACHE, str(files["ns"]),
+                           str(tmp_path / "cache")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    why = {"dev-zero": "it is a symbolic link", "fifo": "it is not a regular file",
+           "sparse-20GB": f"it holds {20 * 2 ** 30} bytes, not the",
+           "link-to-a-good-copy": "it is a symbolic link", "short": "bytes, not the"}
+    for name, words in why.items():
+        case = report[name]
+        assert case["computed"] == [0] and case["same"] and case["regular"], (name, case)
+        assert len(case["warnings"]) == 1, (name, case)
+        assert case["warnings"][0].startswith("DamagedCacheWarning: the correction cache "
+                                              "block"), (name, case)
+        assert words in case["warnings"][0], (name, case)
+    for name in ("manifest-fifo", "manifest-dev-zero"):  # refused, with the fix
+        manifest = f"{tmp_path / 'cache'}-{name}/manifest.json"
+        assert report[name].startswith(f"{manifest}: it is "), report[name]
+        assert "the cache is damaged; remove" in report[name]
+
+
+def test_a_damaged_cache_notice_is_one_ssmpde_line(files, tmp_path):
+    """The notice of a recomputed block reads as the command line's other notices: one
+    ``ssmpde: warning:`` line (it was Python's UserWarning, with file, line and source)."""
+    import warnings
+
+    from ssmpde.cli import _format_warning
+    from ssmpde.surrogates.correction import coarse_predictions
+
+    cache = tmp_path / "cache"
+    coarse_predictions(files["ns"], "1x2", cache)
+    block = cache / "block_00000.npy"
+    raw = bytearray(block.read_bytes())
+    raw[-1] ^= 0xFF
+    block.write_bytes(bytes(raw))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        coarse_predictions(files["ns"], "1x2", cache)
+    assert len(caught) == 1
+    text = _format_warning(caught[0].message, caught[0].category, caught[0].filename,
+                           caught[0].lineno)
+    assert text.count("\n") == 1 and text.startswith(
+        f"ssmpde: warning: the correction cache block {block} is damaged (its SHA-256 "
+        "differs from the one in the manifest): computing it again"), text
+

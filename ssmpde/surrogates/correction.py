@@ -22,10 +22,13 @@ See ``docs/hybrid.md``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import math
 import os
+import stat
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +44,7 @@ from ssmpde.solvers.base import (ConservativeForm, SolverDivergedError, TimeDepe
 
 from .datasets import Normalizer, TaskDataset
 
-__all__ = ["CoarseCache", "CorrectionDataset", "cache_directory", "coarse_predictions",
+__all__ = ["CoarseCache", "CorrectionDataset", "DamagedCacheWarning", "cache_directory", "coarse_predictions",
            "coarse_solver", "conservative_form_of", "fit_corrections", "flux_divergence"]
 
 MANIFEST = "manifest.json"
@@ -130,9 +133,11 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
         The cache: ``manifest.json`` and one ``block_NNNNN.npy`` per ``block`` samples,
         each written atomically, then its SHA-256 recorded in the manifest. A second call (or
         a resumed run) computes only the blocks that are missing, unrecorded (a kill between
-        the two writes) or damaged (another digest, shape or dtype: computed again, with a
-        warning); a cache built from other data or another coarsening is refused, and so is
-        a manifest that is not one.
+        the two writes) or damaged (not a regular file, another size, digest, shape or dtype:
+        computed again, with a :class:`DamagedCacheWarning`; type and size are checked before
+        a block is read, so a link to a device or a huge sparse file is never read); a cache
+        built from other data or another coarsening is refused, and so is a manifest that is
+        not one.
     on_block : callable, optional
         Called with each block's index after it is written (progress hooks, tests).
 
@@ -150,8 +155,9 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
         key = _key(ds, coarse, coarsening)
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         manifest = directory / MANIFEST
-        if manifest.exists():
-            stored = _read_manifest(manifest, directory)
+        if manifest.exists() or manifest.is_symlink():
+            blocks_at_most = -(-ds.sizes[SAMPLE] // block)
+            stored = _read_manifest(manifest, directory, _manifest_bytes(key, blocks_at_most))
             if stored["digest"] != digest:
                 raise ValueError(f"the correction cache {directory} was built from other data "
                                  f"or another coarsening ({stored.get('coarsening')}); remove "
@@ -204,10 +210,20 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
     return CoarseCache(np.concatenate(parts), directory, computed)
 
 
-def _read_manifest(manifest: Path, directory: Path) -> dict:
-    """The cache's manifest, checked: ValueError naming it when it is not one."""
+def _manifest_bytes(key: dict, blocks: int) -> int:
+    """More than the manifest of a cache with ``key`` and ``blocks`` blocks can take: the key,
+    with room for its indentation, and a name and a digest a block."""
+    return 4 * len(json.dumps(key)) + 256 * blocks + 2 ** 20
+
+
+def _read_manifest(manifest: Path, directory: Path, limit: int) -> dict:
+    """The cache's manifest, checked: ValueError naming it when it is not one (its type and
+    size are checked before it is read: at most ``limit`` bytes)."""
     fix = f"the cache is damaged; remove {directory} and train again to rebuild it"
-    stored = decode_json(manifest, keys={"digest": str}, fix=fix)
+    text = _read_regular(manifest, limit, exact=False)
+    if isinstance(text, str):
+        raise ValueError(f"{manifest}: {text}: {fix}")
+    stored = decode_json(manifest, text=text, keys={"digest": str}, fix=fix)
     blocks = stored.get("blocks", {})
     if not isinstance(blocks, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in blocks.items()):
@@ -221,15 +237,57 @@ def _write_manifest(manifest: Path, record: dict) -> None:
         tmp.write_text(json.dumps(record, indent=1))
 
 
+class DamagedCacheWarning(UserWarning):
+    """A block of a correction cache is damaged (its digest, size, type or contents): it is
+    computed again. The command line prints it as one ``ssmpde: warning:`` line."""
+
+
+def _block_bytes(shape: tuple[int, ...]) -> int:
+    """The size of the ``.npy`` file ``np.save`` writes for float32 values of ``shape``."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": tuple(shape)})
+    return header.tell() + 4 * math.prod(shape)
+
+
+def _read_regular(path: Path, size: int, *, exact: bool) -> bytes | str:
+    """The bytes of ``path`` when it is a regular file (not a symbolic link, FIFO or device)
+    of ``size`` bytes (``exact``) or at most ``size``; otherwise why not. Decided from the
+    file's type and size before reading it: a link to /dev/zero or a sparse file of many
+    gigabytes is never read, a FIFO never waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "it is a symbolic link, not a file the cache wrote"
+        return f"it cannot be opened ({error.strerror})"
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return "it is not a regular file (a FIFO, device, socket or directory)"
+        if exact and info.st_size != size:
+            return f"it holds {info.st_size} bytes, not the {size} its shape takes"
+        if info.st_size > size:
+            return f"it holds {info.st_size} bytes, more than the {size} it can need"
+        data = file.read(size + 1)
+    if len(data) > size or (exact and len(data) != size):
+        return "it changed size while it was read"
+    return data
+
+
 def _read_block(path: Path, digest: str | None, shape: tuple[int, ...]) -> np.ndarray | None:
     """The block in ``path`` if the manifest records its ``digest`` and it holds float32
-    values of ``shape``; None (compute it again) otherwise, with a warning for a damaged one.
-    Never unpickles: a damaged file is replaced, not loaded another way."""
-    if digest is None or not path.exists():
+    values of ``shape``; None (compute it again) otherwise, with a
+    :class:`DamagedCacheWarning` for a damaged one. Its type and size are checked before it is
+    read (:func:`_read_regular`). Never unpickles: a damaged file is replaced, not loaded
+    another way."""
+    if digest is None or not (path.exists() or path.is_symlink()):
         return None  # not written yet, or written but not recorded (a kill in between)
-    data = path.read_bytes()
+    data = _read_regular(path, _block_bytes(shape), exact=True)
     why = None
-    if hashlib.sha256(data).hexdigest() != digest:
+    if isinstance(data, str):
+        why = data
+    elif hashlib.sha256(data).hexdigest() != digest:
         why = "its SHA-256 differs from the one in the manifest"
     else:
         try:
@@ -243,7 +301,7 @@ def _read_block(path: Path, digest: str | None, shape: tuple[int, ...]) -> np.nd
     if why is None:
         return values
     warnings.warn(f"the correction cache block {path} is damaged ({why}): computing it "
-                  "again", stacklevel=3)
+                  "again", DamagedCacheWarning, stacklevel=3)
     return None
 
 
