@@ -25,7 +25,8 @@ NumPy, the test oracle of the numba kernel.
 Modules: :mod:`~ssmpde.solvers.euler.kernels` (the compiled kernels),
 :mod:`~ssmpde.solvers.euler.engine` (buffers, the CFL-limited loop, :func:`integrate`,
 :func:`fast_step`), :mod:`~ssmpde.solvers.euler.reference` (the NumPy step),
-:mod:`~ssmpde.solvers.euler.initial` (initial states) and
+:mod:`~ssmpde.solvers.euler.initial` (initial states),
+:mod:`~ssmpde.solvers.euler.variables` (the primitive ↔ conserved map all of them use) and
 :mod:`~ssmpde.solvers.euler.solver` (:class:`EulerConfig`, :class:`Euler2D`).
 """
 

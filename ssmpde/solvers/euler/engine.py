@@ -17,6 +17,7 @@ import numpy as np
 from ...core import unknown_name
 from ..base import SolverDivergedError, positive_finite
 from .kernels import _BOUNDARY_CODES, _SLOTS, _STEP, BOUNDARIES, SERIAL_CELLS, _load
+from .variables import conserved_variables
 
 #: Slope limiters of the primitive-variable reconstruction.
 LIMITERS = ("mc", "minmod")
@@ -249,8 +250,6 @@ def _hint(cfl: float, limiter: str) -> str:
 
 def conserved_totals(primitive: np.ndarray, gamma: float) -> np.ndarray:
     """Per sample the sums of (ρ, ρu, ρv, E, ρc) over the cells: ``[batch, 5]``."""
-    r, u, v, p, c = (primitive[:, k] for k in range(5))
-    conserved = np.stack([r, r * u, r * v, p / (gamma - 1) + 0.5 * r * (u * u + v * v), r * c],
-                         axis=1)
+    conserved = np.stack(conserved_variables(*(primitive[:, k] for k in range(5)), gamma), axis=1)
     return conserved.sum(axis=(2, 3))
 

@@ -19,6 +19,8 @@ import types
 
 import numba
 
+from .variables import conserved_variables, primitive_variables
+
 #: Boundary kinds: periodic; outflow (transmissive, zero-gradient ghost cells); reflective
 #: (a wall: ghost cells mirror the normal velocity).
 BOUNDARIES = ("periodic", "outflow", "reflective")
@@ -32,6 +34,9 @@ _XL, _XR, _YB, _YT, _ACC, _SRC, _FX = 0, 5, 10, 15, 25, 35, 39
 _SLOTS = 44
 
 _JIT = dict(cache=True, error_model="numpy")
+#: The one primitive ↔ conserved map (:mod:`ssmpde.solvers.euler.variables`) on scalars.
+_conserved = numba.njit(**_JIT)(conserved_variables)
+_primitive = numba.njit(**_JIT)(primitive_variables)
 
 
 @numba.njit(**_JIT)
@@ -73,18 +78,17 @@ def _hllc(rl, ul, vl, pl, cl, rr, ur, vr, pr, cr, gamma):  # pragma: no cover (c
     mirrored fluxes (the mirror symmetry of the scheme holds to the bit), and a stationary
     contact (u = 0, equal p) exactly zero mass flux.
     """
-    g1 = gamma - 1.0
     al = math.sqrt(gamma * pl / rl)
     ar = math.sqrt(gamma * pr / rr)
     sl = min(ul - al, ur - ar)
     sr = max(ul + al, ur + ar)
     if sl >= 0.0:
         m = rl * ul
-        e = pl / g1 + 0.5 * rl * (ul * ul + vl * vl)
+        e = _conserved(rl, ul, vl, pl, cl, gamma)[3]
         return m, m * ul + pl, m * vl, ul * (e + pl), m * cl
     if sr <= 0.0:
         m = rr * ur
-        e = pr / g1 + 0.5 * rr * (ur * ur + vr * vr)
+        e = _conserved(rr, ur, vr, pr, cr, gamma)[3]
         return m, m * ur + pr, m * vr, ur * (e + pr), m * cr
     ml = rl * (sl - ul)  # < 0: the mass flux through the left wave, in its frame
     mr = rr * (sr - ur)  # > 0
@@ -95,7 +99,7 @@ def _hllc(rl, ul, vl, pl, cl, rr, ur, vr, pr, cr, gamma):  # pragma: no cover (c
         r, u, v, p, c, m_rel, s = rr, ur, vr, pr, cr, mr, sr
     density = m_rel / (s - star)  # ρ*_K
     pressure = p + m_rel * (star - u)  # p*
-    energy = density * ((p / g1 + 0.5 * r * (u * u + v * v)) / r
+    energy = density * (_conserved(r, u, v, p, c, gamma)[3] / r
                         + (star - u) * (star + p / m_rel))
     m = density * star
     return m, m * star + pressure, m * v, star * (energy + pressure), m * c
@@ -266,7 +270,6 @@ def _finish_row(U, Wnew, b, j, gamma, dx, dy, buf, acc, src, gravity, speed,
                 bad):  # pragma: no cover (compiled)
     """U += accumulated flux differences and sources; new primitives, CFL speed, checks."""
     nx = U.shape[3]
-    g1 = gamma - 1.0
     fastest = 0.0
     failed = 0
     for i in range(nx):
@@ -283,14 +286,12 @@ def _finish_row(U, Wnew, b, j, gamma, dx, dy, buf, acc, src, gravity, speed,
         U[b, 2, j, i] = m2
         U[b, 3, j, i] = m3
         U[b, 4, j, i] = m4
-        u = m1 / m0
-        v = m2 / m0
-        p = g1 * (m3 - 0.5 * (m1 * u + m2 * v))
+        _, u, v, p, c = _primitive(m0, m1, m2, m3, m4, gamma)
         Wnew[b, 0, j, i] = m0
         Wnew[b, 1, j, i] = u
         Wnew[b, 2, j, i] = v
         Wnew[b, 3, j, i] = p
-        Wnew[b, 4, j, i] = m4 / m0
+        Wnew[b, 4, j, i] = c
         a = math.sqrt(gamma * p / m0)
         s = max((abs(u) + a) / dx, (abs(v) + a) / dy)
         if not (m0 > 0.0 and p > 0.0 and s < math.inf):  # NaN fails every comparison
@@ -488,7 +489,6 @@ SERIAL_CELLS = 2 ** 12
 def _load(W, U, gamma, dx, dy, speed, bad):  # pragma: no cover (compiled)
     """Conserved variables and CFL speeds of the primitive states ``W``."""
     batch, ny, nx = W.shape[0], W.shape[2], W.shape[3]
-    g1 = gamma - 1.0
     for row in numba.prange(batch * ny):
         b = row // ny
         j = row % ny
@@ -499,11 +499,12 @@ def _load(W, U, gamma, dx, dy, speed, bad):  # pragma: no cover (compiled)
             u = W[b, 1, j, i]
             v = W[b, 2, j, i]
             p = W[b, 3, j, i]
-            U[b, 0, j, i] = r
-            U[b, 1, j, i] = r * u
-            U[b, 2, j, i] = r * v
-            U[b, 3, j, i] = p / g1 + 0.5 * r * (u * u + v * v)
-            U[b, 4, j, i] = r * W[b, 4, j, i]
+            q0, q1, q2, q3, q4 = _conserved(r, u, v, p, W[b, 4, j, i], gamma)
+            U[b, 0, j, i] = q0
+            U[b, 1, j, i] = q1
+            U[b, 2, j, i] = q2
+            U[b, 3, j, i] = q3
+            U[b, 4, j, i] = q4
             a = math.sqrt(gamma * p / r)
             s = max((abs(u) + a) / dx, (abs(v) + a) / dy)
             if not (r > 0.0 and p > 0.0 and s < math.inf):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import _boundary_pair
+from .variables import conserved_variables, primitive_variables
 
 
 def _np_limit(forward, backward, mc):
@@ -28,11 +29,9 @@ def _np_hllc(left, right, gamma):
     form F*_K = F_K + S_K (U*_K − U_K) (eqs. 10.38–10.39)."""
     rl, ul, vl, pl, cl = left
     rr, ur, vr, pr, cr = right
-    g1 = gamma - 1.0
     al, ar = np.sqrt(gamma * pl / rl), np.sqrt(gamma * pr / rr)
     sl, sr = np.minimum(ul - al, ur - ar), np.maximum(ul + al, ur + ar)
-    el = pl / g1 + 0.5 * rl * (ul ** 2 + vl ** 2)
-    er = pr / g1 + 0.5 * rr * (ur ** 2 + vr ** 2)
+    el, er = conserved_variables(*left, gamma)[3], conserved_variables(*right, gamma)[3]
     star = (pr - pl + rl * ul * (sl - ul) - rr * ur * (sr - ur)) / (rl * (sl - ul)
                                                                      - rr * (sr - ur))
 
@@ -41,7 +40,7 @@ def _np_hllc(left, right, gamma):
         return np.stack([m, m * u + p, m * v, u * (e + p), m * c])
 
     def starred(r, u, v, p, c, e, s):
-        conserved = np.stack([r, r * u, r * v, e, r * c])
+        conserved = np.stack(conserved_variables(r, u, v, p, c, gamma))
         f = r * (s - u) / (s - star)
         state = np.stack([f, f * star, f * v,
                           f * (e / r + (star - u) * (star + p / (r * (s - u)))), f * c])
@@ -245,7 +244,7 @@ def reference_step(primitive, dt, *, lengths=(1.0, 1.0), gamma=1.4, boundary="pe
         return flux[[0, 2, 1, 3, 4]]
 
     fx, fy = x_faces(), y_faces()
-    U = np.stack([r, r * u, r * v, p / g1 + 0.5 * r * (u * u + v * v), r * c])
+    U = np.stack(conserved_variables(r, u, v, p, c, gamma))
     U = (U - lx * (fx[..., 1:] - fx[..., :-1])) - ly * (fy[:, :, 1:] - fy[:, :, :-1])
     if gravity:
         # energy: ½ F_ρ Δφ on both sides of each interior (or periodic) face
@@ -264,10 +263,4 @@ def reference_step(primitive, dt, *, lengths=(1.0, 1.0), gamma=1.4, boundary="pe
         plain_y = -r * ly * 0.5 * (F[north] - F[south])
         U[1] += np.where(balanced, scale * lx * (pxp - pxm), scale * plain_x)
         U[2] += np.where(balanced, scale * ly * (pyp - pym), scale * plain_y)
-    out = np.empty_like(W)
-    out[:, 0] = U[0]
-    out[:, 1] = U[1] / U[0]
-    out[:, 2] = U[2] / U[0]
-    out[:, 3] = g1 * (U[3] - 0.5 * (U[1] * out[:, 1] + U[2] * out[:, 2]))
-    out[:, 4] = U[4] / U[0]
-    return out
+    return np.stack(primitive_variables(*U, gamma), axis=1)

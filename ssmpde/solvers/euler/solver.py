@@ -35,6 +35,7 @@ from .initial import (
     kelvin_helmholtz_state,
 )
 from .kernels import BOUNDARIES
+from .variables import conserved_variables, primitive_variables
 
 #: Initial-condition families (each is also a preset of :class:`Euler2D`).
 PROBLEMS = ("ce-rm", "gce-rt", "sod-x", "sod-y", "lax", "toro-123", "kelvin-helmholtz")
@@ -243,14 +244,10 @@ class Euler2D(TimeDependentSolver):
         cfg = self.config
         totals = {}
         if cfg.boundary == "periodic" and not cfg.gravity:
-            gamma = cfg.gamma
-            totals = {
-                "x momentum": lambda f: f["density"] * f["velocity_x"],
-                "y momentum": lambda f: f["density"] * f["velocity_y"],
-                "energy": lambda f: (0.5 * f["density"] * (f["velocity_x"] ** 2
-                                                           + f["velocity_y"] ** 2)
-                                     + f["pressure"] / (gamma - 1.0)),
-            }
+            def density(k):  # conserved density k of a frame {field: [batch, *grid]}
+                return lambda f: conserved_variables(*(f[name] for name in FIELDS), cfg.gamma)[k]
+
+            totals = {"x momentum": density(1), "y momentum": density(2), "energy": density(3)}
         conserved = ("density",) if cfg.boundary == "periodic" else ()
         return Checks(conserved=conserved, positive=("density", "pressure"), totals=totals,
                       bounded=("density", "pressure"))
@@ -261,15 +258,10 @@ class Euler2D(TimeDependentSolver):
         gamma = self.config.gamma
 
         def to_conserved(w):
-            rho, u, v, p, c = (w[:, k] for k in range(5))
-            return stack_fields([rho, rho * u, rho * v,
-                                 0.5 * rho * (u * u + v * v) + p / (gamma - 1.0), rho * c])
+            return stack_fields(conserved_variables(*(w[:, k] for k in range(5)), gamma))
 
         def to_primitive(q):
-            rho, mx, my, energy, mc = (q[:, k] for k in range(5))
-            u, v = mx / rho, my / rho
-            return stack_fields([rho, u, v, (gamma - 1.0) * (energy - 0.5 * (mx * u + my * v)),
-                                 mc / rho])
+            return stack_fields(primitive_variables(*(q[:, k] for k in range(5)), gamma))
 
         periodic = self.config.boundary == "periodic"
         return ConservativeForm(names=("density", "x momentum", "y momentum", "energy",
