@@ -23,6 +23,10 @@ whose positive fields (density, pressure: the solver's ``checks``) are not all p
 back, sample by sample, to the uncorrected coarse step (counted in
 :attr:`CorrectedStepper.fallbacks`).
 
+Every mode is :func:`ssmpde.surrogates.correction_training.corrected_step`, the one corrected
+step of the package: unrolled training, on-policy training and the one-step loss call it too,
+so a corrector runs as it was trained.
+
 The state stays on the coarse solver's simulation grid (the data the corrector was trained on
 are stored there), so nothing is lost handing frames between the two. The correction is added
 in float64: a correction of exactly zero gives the coarse solver's step bit for bit. This is
@@ -39,13 +43,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ssmpde.surrogates.checkpoint import load_checkpoint
-from ssmpde.surrogates.correction import coarse_solver, require_conservative
+from ssmpde.surrogates.checkpoint import load_checkpoint, normalised_model
+from ssmpde.surrogates.correction import coarse_solver
+from ssmpde.surrogates.correction_training import SolverStep, corrected_step, positive_fields
 
 from .stepper import SurrogateStepper
 from .steps import stepper_inputs
 
 __all__ = ["CorrectedStepper", "stepper_from_checkpoint"]
+
+_NOT_A_CORRECTOR = ("this checkpoint is not a correction of a coarse solver (train one with "
+                    "target='correction', --target correction --coarse SxT)")
 
 
 class CorrectedStepper(SurrogateStepper):
@@ -67,37 +75,43 @@ class CorrectedStepper(SurrogateStepper):
     def __init__(self, model: torch.nn.Module, record: dict, *, coarse=None, device=None,
                  source: str | None = None, compile: bool | str = False,
                  precision: str = "float32"):
-        super().__init__(model, record, device=device, source=source, compile=compile,
-                         precision=precision)
-        if not self.task.correction or "correction" not in record:
-            raise ValueError("this checkpoint is not a correction of a coarse solver (train "
-                             "one with target='correction', --target correction --coarse SxT)")
+        if "correction" not in record:
+            raise ValueError(_NOT_A_CORRECTOR)
         self.coarsening = record["correction"]["coarsening"]
         if coarse is None:
             coarse = coarse_solver(record["dataset"].get("generator_config"), self.coarsening,
                                    origin=f"the checkpoint {source or 'record'}")
+        # Built once: a flux corrector's model takes this solver's conservative form.
+        self.coarse = coarse
+        super().__init__(model, record, device=device, source=source, compile=compile,
+                         precision=precision)
+        if not self.task.correction:
+            raise ValueError(_NOT_A_CORRECTOR)
+        self.mode = self.task.correction_mode
+        self.conservative = self._wrapped.conservative
         if tuple(coarse.simulation_grid) != tuple(self.grid):
             raise ValueError(f"the coarse solver steps a {list(coarse.simulation_grid)} grid, "
                              f"the corrector was trained on {list(self.grid)}")
         if abs(coarse.dt - self.dt) > 1e-12 * max(1.0, self.dt):
             raise ValueError(f"the coarse solver's record interval {coarse.dt} differs from the "
                              f"corrector's {self.dt}")
-        self.mode = self.task.correction_mode
         if self.mode == "source" and not coarse.takes_source:
             raise ValueError(f"the corrector acts inside the coarse step as a source term, "
                              f"which {coarse.name} does not take")
-        self.conservative = require_conservative(coarse) if self.mode == "flux" else None
-        self.coarse = coarse
-        checks = getattr(coarse, "checks", None)
+        self._step = SolverStep(coarse)
         #: Field indices that must stay > 0 (density, pressure): a corrected frame that breaks
         #: this is replaced by the uncorrected coarse step, sample by sample.
-        self.positive = [self.fields.index(f) for f in getattr(checks, "positive", ())
-                         if f in self.fields]
+        self.positive = positive_fields(coarse, self.fields)
         #: Samples whose correction was refused (non-positive or non-finite) and replaced by
         #: the uncorrected coarse step, over this stepper's life (reset it to count a run).
         self.fallbacks = 0
         self.parameter_names = tuple(dict.fromkeys((*self.task.conditioning,
                                                     *coarse.parameter_names)))
+
+    def _normalised(self, model: torch.nn.Module, record: dict):
+        """The model with its normalisers, given the coarse solver's conservative form (a
+        flux corrector's; not rebuilt from the record)."""
+        return normalised_model(model, record, conservative=self.coarse.conservative_form())
 
     @property
     def label(self) -> str:
@@ -116,55 +130,26 @@ class CorrectedStepper(SurrogateStepper):
 
     def step(self, history: np.ndarray, *, time: float = 0.0,
              parameters: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-        """``history [batch, window, field, *grid]`` → the corrected next frame (float64).
+        """``history [batch, window, field, *grid]`` → the corrected next frame (float64):
+        :func:`~ssmpde.surrogates.correction_training.corrected_step`, the step the corrector
+        was trained with, in float64 around the coarse solver.
 
         ``time`` is the time of the last frame (the coarse solver's forcing reads it);
         ``parameters`` holds what the solver and the model take.
         """
         history = self.check_history(history)
         cond = self._conditioning(history.shape[0], parameters)
-        solver_parameters = stepper_inputs(self.coarse, parameters, time)
 
-        def tensor(values):
-            return torch.as_tensor(values, dtype=torch.float32, device=self.device)
+        def count(refused: int) -> None:
+            self.fallbacks += refused
 
-        if self.mode == "source":
-            with torch.no_grad():
-                source = self._wrapped.source(tensor(history), tensor(cond))
-            corrected = np.asarray(self.coarse.step(history[:, -1:], time=time,
-                                                    parameters=solver_parameters,
-                                                    source=source.double().cpu().numpy()),
-                                   dtype=np.float64)
-            return self._positive(corrected, lambda: np.asarray(self.coarse.step(
-                history[:, -1:], time=time, parameters=solver_parameters), dtype=np.float64))
-        coarse = np.asarray(self.coarse.step(history[:, -1:], time=time,
-                                             parameters=solver_parameters), dtype=np.float64)
         with torch.no_grad():
-            if self.mode == "flux":  # in float64: the totals are conserved to round-off
-                change = self._wrapped.flux_change(tensor(history), tensor(coarse),
-                                                   tensor(cond), dtype=torch.float64)
-                form = self.conservative
-                conserved = form.to_conserved(coarse)
-                corrected = coarse + (form.to_primitive(conserved + change.cpu().numpy())
-                                      - form.to_primitive(conserved))
-            else:
-                corrected = coarse + self._wrapped.correction(
-                    tensor(history), tensor(coarse), tensor(cond)).double().cpu().numpy()
-        return self._positive(corrected, lambda: coarse)
-
-    def _positive(self, corrected: np.ndarray, uncorrected) -> np.ndarray:
-        """``corrected`` with every sample whose positive fields (density, pressure) are not
-        all > 0 and finite replaced by ``uncorrected()``'s (the plain coarse step), counted in
-        :attr:`fallbacks`."""
-        if not self.positive:
-            return corrected
-        values = corrected[:, self.positive].reshape(len(corrected), -1)
-        bad = ~np.all(np.isfinite(values) & (values > 0), axis=1)
-        if bad.any():
-            corrected = corrected.copy()
-            corrected[bad] = uncorrected()[bad]
-            self.fallbacks += int(bad.sum())
-        return corrected
+            frame = corrected_step(
+                self._wrapped, self._step,
+                torch.as_tensor(history, dtype=torch.float64, device=self.device),
+                torch.as_tensor(cond, dtype=torch.float32, device=self.device), time=time,
+                parameters=stepper_inputs(self.coarse, parameters, time), fallbacks=count)
+        return frame.cpu().numpy()
 
 
 def stepper_from_checkpoint(path, device=None, *, compile: bool | str = False,

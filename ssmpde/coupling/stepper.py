@@ -82,7 +82,7 @@ class SurrogateStepper:
                  precision: str = "float32"):
         self.device = torch.device(device or "cpu")
         self.model = model.to(self.device).eval()
-        self._wrapped = normalised_model(self.model, record)  # decodes record["task"], once
+        self._wrapped = self._normalised(self.model, record)  # decodes record["task"], once
         task = self._wrapped.task
         if task.kind != "rollout":
             raise ValueError("this checkpoint maps inputs to outputs (an operator task, e.g. "
@@ -96,6 +96,11 @@ class SurrogateStepper:
         self.source = source
         self.record = record
         self.configure(compile=compile, precision=precision)
+
+    def _normalised(self, model: torch.nn.Module, record: dict):
+        """The model with its task's normalisers (a corrector passes its coarse solver's
+        conservative form)."""
+        return normalised_model(model, record)
 
     @classmethod
     def from_checkpoint(cls, path, device=None, *, compile: bool | str = False,

@@ -387,16 +387,19 @@ def normalizers_of(record: dict) -> dict[str, Normalizer]:
     return {k: Normalizer(**v) for k, v in record["normalizers"].items()}
 
 
-def normalised_model(model, record: dict) -> NormalisedModel:
+def normalised_model(model, record: dict, *, conservative=None) -> NormalisedModel:
     """A loaded checkpoint's model wrapped with its task's normalisers (physical units in
-    and out); what evaluation and the coupling steppers call."""
+    and out); what evaluation and the coupling steppers call. A flux corrector takes the
+    ``conservative`` form of the caller's coarse solver, or one built from the record; any
+    other model ignores it."""
     task = Task.from_dict(record["task"])
-    conservative = None
-    if task.correction and task.correction_mode == "flux":
+    flux = task.correction and task.correction_mode == "flux"
+    if flux and conservative is None:
         from .correction import conservative_form_of
 
         conservative = conservative_form_of(record)
-    return NormalisedModel(model, task, normalizers_of(record), conservative=conservative)
+    return NormalisedModel(model, task, normalizers_of(record),
+                           conservative=conservative if flux else None)
 
 
 class NormalisedModel:

@@ -1,22 +1,28 @@
-"""Training a corrector of a coarse solver: the pieces of a training run that only correctors
-have.
+"""Training a corrector of a coarse solver, and the one corrected step it trains.
+
+:func:`corrected_step` is the corrected coarse step, the only one in the package: the
+runtime stepper (:class:`ssmpde.coupling.corrected.CorrectedStepper`), unrolled training,
+on-policy collection and the one-step loss all call it, so what is trained is what runs. It
+takes the coarse step as a callable on tensors: the differentiable PyTorch copy of the
+solver (:mod:`ssmpde.solvers.differentiable`, unrolled training), the NumPy/numba solver
+behind :class:`SolverStep` (the runtime stepper, on-policy collection, no gradient), or the
+cached coarse prediction behind :class:`HeldStep` (the one-step loss).
 
 A corrector (``TrainConfig(target="correction", coarse="SxT")``) trains on one of three
 kinds of item. One step at a time, on the coarse predictions of the stored frames, computed
 once into the run directory (:func:`_with_coarse_predictions`, from
-:mod:`ssmpde.surrogates.correction`). Unrolled through the differentiable coarse step
-(:func:`corrected_step`, :mod:`ssmpde.solvers.differentiable`), so the loss of later steps
-sees how the solver carries the corrections. Or on-policy, on the states the corrected numba
-solver visits (:func:`on_policy_items`). The corrected step is the same in training,
-on-policy collection and evaluation: the correction after the coarse step, or its source
-term inside it.
+:mod:`ssmpde.surrogates.correction`). Unrolled through the differentiable coarse step, so
+the loss of later steps sees how the solver carries the corrections. Or on-policy, on the
+states the corrected numba solver visits (:func:`on_policy_items`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ssmpde.data import open_dataset
@@ -28,8 +34,8 @@ from .correction import (CorrectionDataset, cache_directory, coarse_predictions,
 from .datasets import Task, TaskDataset, relative_l2
 from .train_config import TrainConfig
 
-__all__ = ["OnPolicyItems", "corrected", "corrected_step", "on_policy_items",
-           "solver_parameters"]
+__all__ = ["HeldStep", "OnPolicyItems", "SolverStep", "corrected", "corrected_step",
+           "on_policy_items", "positive_fields", "solver_parameters"]
 
 
 def _unrolled_correction_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
@@ -50,17 +56,139 @@ def _unrolled_correction_loss(wrapped: NormalisedModel, batch: dict[str, torch.T
     return losses[-1] if config.pushforward else torch.stack(losses).mean()
 
 
+# -- the corrected step --------------------------------------------------------------------
+class SolverStep:
+    """A NumPy/numba solver's record interval as :func:`corrected_step` takes a coarse step:
+    ``step(frame, *, time, parameters, source=None)``, ``frame [batch, field, *grid]`` a
+    tensor, the next frame a float64 tensor on ``frame``'s device; no gradient. It calls
+    ``solver.step(frame[:, None], ...)``; tensors among ``parameters`` and the ``source``
+    are read as float64 NumPy values."""
+
+    def __init__(self, solver):
+        self.solver = solver
+
+    def __call__(self, frame: torch.Tensor, *, time: float = 0.0,
+                 parameters: Mapping | None = None,
+                 source: torch.Tensor | None = None) -> torch.Tensor:
+        given = None if parameters is None else {
+            name: _float64(value) if isinstance(value, torch.Tensor) else value
+            for name, value in parameters.items()}
+        extra = {} if source is None else {"source": _float64(source)}
+        out = self.solver.step(_float64(frame)[:, None], time=time, parameters=given, **extra)
+        return torch.as_tensor(np.asarray(out, dtype=np.float64), device=frame.device)
+
+
+def _float64(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().to("cpu", torch.float64).numpy()
+
+
+class HeldStep:
+    """The coarse step of the one-step loss: the cached ``prediction [batch, field, *grid]``
+    of the plain coarse step, and for an in-step corrector the solver's response to a source
+    S held at its first order, ``prediction + S dt`` (on-policy training of an in-step
+    corrector: no solve per item). It has no ``solver``: no positivity fallback."""
+
+    solver = None
+
+    def __init__(self, prediction: torch.Tensor, dt: float):
+        self.prediction, self.dt = prediction, dt
+
+    def __call__(self, frame: torch.Tensor, *, time: float = 0.0,
+                 parameters: Mapping | None = None,
+                 source: torch.Tensor | None = None) -> torch.Tensor:
+        return self.prediction if source is None else self.prediction + source * self.dt
+
+
+def positive_fields(solver, fields: Sequence[str]) -> list[int]:
+    """Indices in ``fields`` of the fields ``solver`` keeps positive (density, pressure: its
+    ``checks.positive``); none for ``solver`` None."""
+    checks = getattr(solver, "checks", None)
+    return [list(fields).index(f) for f in getattr(checks, "positive", ()) if f in fields]
+
+
 def corrected_step(wrapped: NormalisedModel, coarse_step, window: torch.Tensor,
-                   conditioning: torch.Tensor) -> torch.Tensor:
-    """One corrected coarse step in PyTorch, ``[batch, fields, *grid]``, from ``window`` and
-    one step's ``conditioning``: the correction after the differentiable coarse step, or
-    its source term inside it (``task.correction_mode``)."""
-    parameters = solver_parameters(wrapped.task, conditioning, coarse_step.solver)
-    if wrapped.task.correction_mode == "source":
-        return coarse_step(window[:, -1], parameters=parameters,
-                           source=wrapped.source(window, conditioning).to(window.dtype))
-    coarse = coarse_step(window[:, -1], parameters=parameters)
-    return coarse + wrapped.correction(window, coarse, conditioning)
+                   conditioning: torch.Tensor, *, time: float = 0.0,
+                   parameters: Mapping | None = None, coarse: torch.Tensor | None = None,
+                   fallbacks: Callable[[int], None] | None = None) -> torch.Tensor:
+    r"""One corrected coarse step: the one used at run time, in training and on-policy.
+
+    By ``wrapped.task.correction_mode``:
+
+    * ``"after"``: :math:`u_{t+1} = c_{t+1} + M(u, c_{t+1})`, :math:`c_{t+1}` the plain
+      coarse step;
+    * ``"source"`` (in-step): the correction δ enters the coarse step's right-hand side as
+      the source S = δ / Δt over the interval, :math:`u_{t+1} = \mathcal{C}(u_t; S)`;
+    * ``"flux"`` (conservative): the model's face fluxes change the conserved densities by
+      their divergence, computed in float64 from the float64 coarse state, so the totals
+      are conserved to round-off: :math:`u_{t+1} = c + P(U + \Delta U) - P(U)` with
+      :math:`U` the conserved densities of :math:`c` and :math:`P` the primitive map of
+      the conservative form the model was built with (``wrapped.conservative``).
+
+    In every mode a sample whose corrected fields that the solver keeps positive (density,
+    pressure: :func:`positive_fields` of ``coarse_step.solver``) are not all positive and
+    finite falls back to the plain coarse step.
+
+    Parameters
+    ----------
+    wrapped : NormalisedModel
+        A corrector (``task.correction``); its model runs in float32.
+    coarse_step : callable
+        ``coarse_step(frame, *, time, parameters, source=None)`` → the next frame, with a
+        ``solver`` attribute: a :class:`~ssmpde.solvers.differentiable.DifferentiableStep`
+        (gradients flow through it), a :class:`SolverStep` or a :class:`HeldStep`.
+    window : torch.Tensor ``[batch, window, field, *grid]``
+        The state's history, in the state's dtype: the result has it (float64 at run time,
+        float32 in unrolled training).
+    conditioning : torch.Tensor ``[batch, k, *grid]``
+        The model's conditioning channels of this step.
+    time : float
+        The time of the last frame (the coarse solver's forcing may read it).
+    parameters : mapping, optional
+        What the coarse solver takes; default read from ``conditioning``
+        (:func:`solver_parameters`).
+    coarse : torch.Tensor ``[batch, field, *grid]``, optional
+        The plain coarse step of the last frame when the caller has it (not stepped again).
+    fallbacks : callable, optional
+        Told the number of samples that fell back, when some did.
+
+    Returns
+    -------
+    torch.Tensor ``[batch, field, *grid]``, ``window``'s dtype and device.
+    """
+    task, solver = wrapped.task, getattr(coarse_step, "solver", None)
+    if parameters is None and solver is not None:
+        parameters = solver_parameters(task, conditioning, solver)
+    frame, inputs, conditioning = window[:, -1], window.float(), conditioning.float()
+
+    def plain() -> torch.Tensor:
+        return coarse if coarse is not None else coarse_step(frame, time=time,
+                                                             parameters=parameters)
+
+    if task.correction_mode == "source":
+        source = wrapped.source(inputs, conditioning).to(window.dtype)
+        corrected = coarse_step(frame, time=time, parameters=parameters, source=source)
+    else:
+        coarse = plain()
+        if task.correction_mode == "flux":
+            form = wrapped.conservative
+            change = wrapped.flux_change(inputs, coarse.float(), conditioning,
+                                         dtype=torch.float64)
+            conserved = form.to_conserved(coarse.to(torch.float64))
+            delta = form.to_primitive(conserved + change) - form.to_primitive(conserved)
+        else:
+            delta = wrapped.correction(inputs, coarse.float(), conditioning)
+        corrected = coarse + delta.to(coarse.dtype)
+    positive = positive_fields(solver, task.outputs)
+    if not positive:
+        return corrected
+    values = corrected[:, positive].reshape(len(corrected), -1)
+    refused = ~(torch.isfinite(values) & (values > 0)).all(dim=1)
+    if not bool(refused.any()):
+        return corrected
+    if fallbacks is not None:
+        fallbacks(int(refused.sum()))
+    return torch.where(refused.reshape(-1, *[1] * (corrected.ndim - 1)),
+                       plain().to(corrected.dtype), corrected)
 
 
 def solver_parameters(task: Task, conditioning: torch.Tensor, solver) -> dict:
@@ -80,13 +208,12 @@ def solver_parameters(task: Task, conditioning: torch.Tensor, solver) -> dict:
 
 
 def corrected(wrapped: NormalisedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """A corrector's one-step prediction ``[batch, 1, fields, *grid]``: the batch's coarse
-    prediction plus the model's correction (an in-step corrector's δ = S dt, the solver's
-    response to it held constant)."""
-    coarse, history = batch["coarse"][:, 0], batch["history"]
-    seen = history[:, -1] if wrapped.task.correction_mode == "source" else coarse
-    return (coarse + wrapped.correction(history, seen,
-                                        batch["conditioning"][:, 0])).unsqueeze(1)
+    """A corrector's one-step prediction ``[batch, 1, fields, *grid]``: the corrected step
+    on the batch's cached coarse prediction (:class:`HeldStep`; an in-step corrector's
+    source acting at first order, the solver's response to it held constant)."""
+    held = HeldStep(batch["coarse"][:, 0], wrapped.task.dt)
+    return corrected_step(wrapped, held, batch["history"],
+                          batch["conditioning"][:, 0]).unsqueeze(1)
 
 
 class OnPolicyItems(torch.utils.data.Dataset):
@@ -111,31 +238,26 @@ def on_policy_items(wrapped: NormalisedModel, trajectories: TaskDataset, solver,
                     batch_size: int) -> OnPolicyItems:
     """Roll the corrected ``solver`` (numba, no gradient) out over each item of
     ``trajectories`` (windows of one frame, ``horizon`` targets) and collect every visited
-    state with its coarse prediction and the true next frame."""
-    task, collected = wrapped.task, {"history": [], "coarse": [], "target": [],
-                                     "conditioning": []}
+    state with its coarse prediction and the true next frame. The states are those of the
+    deployed corrected stepper: :func:`corrected_step` through a :class:`SolverStep`, in
+    float64, with the flux form's float64 divergence and the positivity fallback."""
+    task, step = wrapped.task, SolverStep(solver)
+    collected = {"history": [], "coarse": [], "target": [], "conditioning": []}
     with torch.no_grad():
         for start in range(0, len(trajectories), batch_size):
             batch = _collate(trajectories, range(start, min(start + batch_size,
                                                             len(trajectories))))
-            state = batch["history"][:, -1].double().numpy()
+            state = batch["history"][:, -1].double()
             for k in range(batch["target"].shape[1]):
                 conditioning = batch["conditioning"][:, k]
-                parameters = {name: value.double().numpy() for name, value in
-                              solver_parameters(task, conditioning, solver).items()}
-                coarse = solver.step(state[:, None], parameters=parameters)
-                window = torch.as_tensor(state[:, None], dtype=torch.float32)
-                coarse_t = torch.as_tensor(coarse, dtype=torch.float32)
-                collected["history"].append(window)
-                collected["coarse"].append(coarse_t[:, None])
+                parameters = solver_parameters(task, conditioning, solver)
+                coarse = step(state, parameters=parameters)
+                collected["history"].append(state[:, None].float())
+                collected["coarse"].append(coarse[:, None].float())
                 collected["target"].append(batch["target"][:, k:k + 1])
                 collected["conditioning"].append(conditioning[:, None])
-                if task.correction_mode == "source":
-                    source = wrapped.source(window, conditioning).double().numpy()
-                    state = solver.step(state[:, None], parameters=parameters, source=source)
-                else:
-                    state = coarse + wrapped.correction(window, coarse_t,
-                                                        conditioning).double().numpy()
+                state = corrected_step(wrapped, step, state[:, None], conditioning,
+                                       parameters=parameters, coarse=coarse)
     return OnPolicyItems(task, {key: torch.cat(values) for key, values in collected.items()})
 
 

@@ -474,3 +474,49 @@ def test_on_policy_items_are_the_states_the_corrected_solver_visits(ks_data, tmp
         np.testing.assert_array_equal(items.items["target"].numpy()[k * len(trajectories), 0],
                                       u[0, k + 1].astype(np.float32))
     assert starts >= 1 and len(items) == 3 * len(trajectories)
+
+
+def test_runtime_training_and_on_policy_steps_are_the_one_corrected_step(
+        ks_data, ks_source_corrector, monkeypatch):
+    """The runtime stepper, unrolled training, on-policy collection and the one-step loss all
+    step through :func:`~ssmpde.surrogates.correction_training.corrected_step`, each with its
+    kind of coarse step (numba solver, differentiable copy, cached prediction)."""
+    import ssmpde.coupling.corrected as runtime
+    import ssmpde.surrogates.correction_training as training
+    from ssmpde.solvers.differentiable import differentiable_step
+    from ssmpde.surrogates.datasets import TaskDataset
+    from ssmpde.surrogates.train import rollout_loss
+
+    one, seen = training.corrected_step, []
+
+    def spy(wrapped, coarse_step, *args, **kwargs):
+        seen.append(type(coarse_step).__name__)
+        return one(wrapped, coarse_step, *args, **kwargs)
+
+    monkeypatch.setattr(training, "corrected_step", spy)
+    monkeypatch.setattr(runtime, "corrected_step", spy)
+    stepper = stepper_from_checkpoint(ks_source_corrector)
+    wrapped = stepper._wrapped
+    with open_dataset(ks_data) as ds:
+        u = ds["u"].values[:2, :3, None]
+        viscosity = ds["viscosity"].values[:2]
+        coarse_step = differentiable_step(coarse_solver(ds, "2x5"))
+    frame = stepper.step(u[:, :1], parameters={"viscosity": viscosity})
+    assert seen == ["SolverStep"]
+    conditioning = torch.as_tensor(viscosity, dtype=torch.float32).reshape(2, 1, 1, 1)
+    batch = {"history": torch.as_tensor(u[:, :1], dtype=torch.float32),
+             "target": torch.as_tensor(u[:, 1:], dtype=torch.float32),
+             "conditioning": conditioning.expand(2, 2, 1, 64)}
+    config = TrainConfig(window=1, horizon=2, mode="autoregressive", target="correction",
+                         coarse="2x5", correction_mode="source")
+    rollout_loss(wrapped, batch, config, None, coarse_step)
+    assert seen[1:] == [type(coarse_step).__name__] * 2
+    task = dataclasses.replace(wrapped.task, horizon=2)
+    items = training.on_policy_items(wrapped, TaskDataset(ks_data, task, np.arange(1)),
+                                     stepper.coarse, batch_size=8)
+    assert seen[3:] == ["SolverStep"] * 2
+    training.corrected(wrapped, items[0:1])  # an item's cached coarse prediction
+    assert seen[5:] == ["HeldStep"]
+    # the runtime stepper's first frame is the first state on-policy collection visits next
+    np.testing.assert_allclose(items.items["history"][len(items) // 2].numpy(),
+                               frame[:1].astype(np.float32), rtol=1e-6, atol=1e-6)

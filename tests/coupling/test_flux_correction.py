@@ -4,6 +4,8 @@ energy and tracer mass to round-off with a random one, positivity by fallback, b
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -131,6 +133,39 @@ def test_flux_correctors_train_on_policy(kh_data, tmp_path):
     assert len(log) == 2
     frames = rollout(stepper, _history(kh_data), 2)
     assert np.all(np.isfinite(frames)) and (frames[:, :, [0, 3]] > 0).all()
+
+
+@pytest.mark.parametrize("scale, falls_back", [(3.0, False), (1e6, True)],
+                         ids=["float64-flux", "fallback"])
+def test_on_policy_collection_visits_the_states_the_deployed_stepper_does(kh_data, tmp_path,
+                                                                         scale, falls_back):
+    """On-policy training collects the states of the corrected rollout as the runtime stepper
+    makes it: the flux divergence in float64 and, where a correction would empty cells, the
+    fallback to the plain coarse step (an earlier copy of the step had neither)."""
+    from ssmpde.surrogates.correction_training import on_policy_items
+    from ssmpde.surrogates.datasets import TaskDataset
+
+    stepper = _corrector(kh_data, tmp_path / "run", "flux")
+    _scale_last_layer(stepper.model, scale)
+    history = _history(kh_data).astype(np.float32)  # as the training items hold the frames
+    stepper.fallbacks = 0
+    frames = rollout(stepper, history, 2)
+    assert (stepper.fallbacks > 0) == falls_back
+    if not falls_back:  # the correction does something
+        assert np.abs(frames - rollout(stepper.coarse, history, 2)).max() > 1e-4
+    wrapped = stepper._wrapped  # the same model, on the runtime stepper's conservative form
+    task = dataclasses.replace(wrapped.task, horizon=3)
+    trajectories = TaskDataset(kh_data, task, np.arange(len(history)))
+    assert len(trajectories) == len(history)  # one start per trajectory: its first frame
+    items = on_policy_items(wrapped, trajectories, stepper.coarse, batch_size=8)
+    visited = items.items["history"].numpy()[:, 0]
+    batch = len(history)  # the items: per step, the batch
+    assert visited.shape == (3 * batch, *history.shape[2:])
+    np.testing.assert_array_equal(visited[:batch], history[:, 0].astype(np.float32))
+    for k in (1, 2):
+        np.testing.assert_array_equal(visited[k * batch:(k + 1) * batch],
+                                      frames[:, k - 1].astype(np.float32))
+    assert (visited[:, [0, 3]] > 0).all()
 
 
 def test_bad_flux_options_get_one_clear_line(kh_data, tmp_path):
