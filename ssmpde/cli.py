@@ -384,14 +384,29 @@ def _add_train_parser(commands) -> None:
     train.add_argument("--time-limit", type=float, metavar="SECONDS",
                        help="stop after the epoch during which this many seconds passed "
                             "(a number >= 0; 0: after one epoch)")
+    train.add_argument("--recipe", metavar="NAME[:VARIANT]",
+                       help="the model's training recipe: 'paper' (the paper's or its "
+                            "released code's, for the problem the data hold, or MNO's "
+                            "backbone), or e.g. 'paper:darcy'; options given here or in "
+                            "--config win over it")
     _add_threads(train, "as torch starts: every core or OMP_NUM_THREADS")
     _add_compile(train, dest="train__compile")
     for name, kind, metavar, text in (
             ("epochs", int, "N", "number of epochs"),
             ("batch-size", int, "N", "global batch size"),
-            ("lr", float, "FLOAT", "peak learning rate (OneCycleLR)"),
-            ("weight-decay", float, "FLOAT", "AdamW weight decay"),
+            ("optimizer", str, "{adamw,adam}", "optimiser (default adamw)"),
+            ("lr", float, "FLOAT", "peak learning rate (OneCycleLR), or the cosine's first"),
+            ("weight-decay", float, "FLOAT", "the optimiser's weight decay"),
             ("max-grad-norm", float, "FLOAT", "gradient clipping norm (0: off)"),
+            ("loss", str, "{relative-l2,mse}",
+             "loss on the fields in physical units (default relative-l2, per field)"),
+            ("normalization", str, "{gaussian,range,none}",
+             "per-channel normalisation: unit Gaussian (default), the training range to "
+             "[-1, 1], or none"),
+            ("div-factor", float, "FLOAT", "OneCycleLR: the first lr is lr / this (25)"),
+            ("final-div-factor", float, "FLOAT",
+             "OneCycleLR: the last lr is the first / this (1e4)"),
+            ("pct-start", float, "FLOAT", "OneCycleLR: fraction of the steps rising (0.3)"),
             ("gradient-loss-weight", float, "FLOAT", "weight of the gradient term of the loss"),
             ("window", int, "N", "rollout: frames in"),
             ("horizon", int, "N", "rollout: frames out"),
@@ -535,8 +550,9 @@ def _train(args: argparse.Namespace) -> int:
     unknown = sorted(set(train_options) - fields)
     if unknown:
         raise ValueError(f"unknown training option(s) {unknown}; valid: {sorted(fields)}")
+    # The options named here (flags, --config) win over a --recipe: passed as they are.
     metrics = train(args.model, args.data, out=args.out, preset=args.preset,
-                    model_overrides=model_options, config=TrainConfig(**train_options),
+                    model_overrides=model_options, config=train_options, recipe=args.recipe,
                     test_data=args.test_data, resume=args.resume,
                     progress=not args.no_progress, time_limit=args.time_limit,
                     inputs=args.inputs, outputs=args.outputs, threads=args.threads)
@@ -554,6 +570,13 @@ def _evaluate(args: argparse.Namespace) -> int:
                       compile=args.compile or False)
     print(f"relative L2 on {args.data}: {result['rel_l2']:.5g} (mean over "
           f"{len(result['rel_l2_per_sample'])} samples)")
+    if "rel_l2_per_step" in result:
+        print(f"pooled over the {len(result['rel_l2_per_step'])} output frames (the papers' "
+              f"rollout error): {result['pooled_rel_l2']:.5g}")
+    if "best_epoch" in result:
+        print(f"training's best test error {result['best_test_pooled_rel_l2']:.5g} at epoch "
+              f"{result['best_epoch']} of {result.get('epoch', '?')} (the checkpoint holds "
+              "the last)")
     if len(result["rel_l2_per_field"]) > 1:
         print("per field: " + ", ".join(f"{name} {v:.4g}"
                                         for name, v in result["rel_l2_per_field"].items()))

@@ -6,7 +6,10 @@ Solvers, models, training, evaluation and coupling all use these; none keeps its
   imported on first use (a new PDE or model is one file plus one line in that list);
 * :func:`relative_l2`: ``‖pred − true‖₂ / ‖true‖₂`` per sample, for NumPy arrays and torch
   tensors alike, optionally per field and averaged over fields (so that a large-valued field
-  such as pressure does not drown a small one such as density);
+  such as pressure does not drown a small one such as density); for a rollout, the two ways to
+  score it: :func:`relative_l2_per_frame` (one error per output frame, which the per-frame
+  mean averages) and :func:`pooled_relative_l2` (one error over the whole output horizon, the
+  papers' rollout metric);
 * :func:`autoregressive`: the one loop that feeds a model's (or a solver's) frames back as its
   input, used by training (teacher forcing, pushforward), evaluation and hybrid rollouts;
 * :func:`decode_json`: every JSON document ssmpde reads back (a run's ``config.json``, a cache
@@ -25,8 +28,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-__all__ = ["JSONFileError", "Registry", "autoregressive", "decode_json", "relative_l2",
-           "unknown_name"]
+__all__ = ["JSONFileError", "Registry", "autoregressive", "decode_json", "pooled_relative_l2",
+           "relative_l2", "relative_l2_per_frame", "unknown_name"]
 
 T = TypeVar("T")
 
@@ -141,6 +144,56 @@ def relative_l2(prediction, target, *, fields: bool = False, field_axis: int = 1
     difference = np.linalg.norm(np.reshape(prediction - target, (batch, -1)), axis=1)
     norm = np.linalg.norm(np.reshape(target, (batch, -1)), axis=1)
     return difference / np.maximum(norm, 1e-300)
+
+
+def relative_l2_per_frame(prediction, target):
+    """The relative L2 of each output frame of a rollout: per sample and frame, per field and
+    averaged over fields (:func:`relative_l2` with ``fields=True``).
+
+    Parameters
+    ----------
+    prediction, target : array or tensor ``[batch, steps, field, *grid]``
+
+    Returns
+    -------
+    array or tensor ``[batch, steps]``
+        Its mean over the steps is the per-frame mean error of a rollout; the papers report
+        :func:`pooled_relative_l2` instead.
+    """
+    frames = [relative_l2(prediction[:, k], target[:, k], fields=True)
+              for k in range(target.shape[1])]
+    if _is_torch(target):
+        import torch
+
+        return torch.stack(frames, dim=1)
+    return np.stack(frames, axis=1)
+
+
+def pooled_relative_l2(prediction, target, *, fields: bool = True):
+    r"""The rollout error of the SSM operator papers: one relative L2 per sample over the whole
+    output horizon, space and time pooled.
+
+    .. math:: e_i = \frac{\lVert \hat u_i - u_i \rVert_2}{\lVert u_i \rVert_2},
+
+    the norms taken over every output frame and grid point of sample :math:`i` together
+    (SS-NO's "full-sequence relative error", Eq. 7; LaMO's and Transolver's
+    ``test_l2_full``). The mean of :math:`e_i` over the samples is the reported number. It
+    weighs each frame by its norm, so it differs from the mean of the per-frame errors
+    (:func:`relative_l2_per_frame`) when the frames' norms differ (a decaying flow) or
+    their errors do (a rollout drifting away).
+
+    Parameters
+    ----------
+    prediction, target : array or tensor ``[batch, steps, field, *grid]``
+    fields : bool
+        True (default): each field's pooled error, averaged over the fields (for one field,
+        the papers' number); False: fields pooled too.
+
+    Returns
+    -------
+    array or tensor ``[batch]``
+    """
+    return relative_l2(prediction, target, fields=fields, field_axis=2)
 
 
 def high_correlation_time(frames: np.ndarray, reference: np.ndarray, dt: float, *,

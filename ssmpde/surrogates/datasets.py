@@ -32,8 +32,8 @@ import xarray as xr
 from ssmpde.core import relative_l2
 from ssmpde.data import ENCODED_BY, SAMPLE, TIME, X, Y, config_of, open_dataset, roles_of
 
-__all__ = ["Normalizer", "Task", "TaskDataset", "fit_normalizers", "infer_task",
-           "relative_l2", "split_samples"]
+__all__ = ["NORMALIZATIONS", "Normalizer", "Task", "TaskDataset", "fit_normalizers",
+           "infer_task", "relative_l2", "split_samples"]
 
 LAYOUTS = ("channels", "history")
 
@@ -372,11 +372,20 @@ class TaskDataset(torch.utils.data.Dataset):
         return state
 
 
+#: How a normaliser is fitted (:attr:`TrainConfig.normalization`): unit Gaussian per channel,
+#: the channel's range mapped to [-1, 1], or no normalisation.
+NORMALIZATIONS = ("gaussian", "range", "none")
+
+
 @dataclass
 class Normalizer:
-    """Unit Gaussian per channel: ``(x - mean) / std`` over ``[batch, channel, *grid]``.
+    """A per-channel affine map ``(x - mean) / std`` over ``[batch, channel, *grid]``.
 
-    Statistics come from the training split only and are stored in the checkpoint.
+    ``mean`` and ``std`` are the offset and the scale; :meth:`fit` chooses them (one of
+    :data:`NORMALIZATIONS`): the channel's mean and standard deviation (``gaussian``, unit
+    Gaussian), its midpoint and half-range (``range``: the training data's values map onto
+    [-1, 1]), or 0 and 1 (``none``). Statistics come from the training split only and are
+    stored in the checkpoint as the two lists, whatever the kind.
     """
 
     mean: list[float] = field(default_factory=list)
@@ -397,15 +406,22 @@ class Normalizer:
         return x * std + mean
 
     @classmethod
-    def fit(cls, arrays, *, names=None) -> Normalizer:
+    def fit(cls, arrays, *, names=None, kind: str = "gaussian") -> Normalizer:
         """Per-channel statistics of ``[channel, *grid]`` arrays, accumulated in float64.
 
-        A constant channel (std 0, e.g. one viscosity for every sample) gets std 1, so it
-        encodes to 0 instead of dividing by zero. With ``names`` (the channels a model must
-        predict), a constant channel is an error instead: there is nothing to learn, and
-        its relative error is undefined where it is zero.
+        ``kind`` (:data:`NORMALIZATIONS`) picks the offset and scale: ``gaussian`` the mean
+        and standard deviation; ``range`` the midpoint and half of max − min, so the values
+        seen in training span [-1, 1] (centred on zero like the Gaussian's, so the two differ
+        in scale only); ``none`` 0 and 1 (the statistics are still computed, to refuse data
+        with NaN or inf). A constant channel (std 0, e.g. one viscosity for every sample)
+        gets scale 1, so it encodes to 0 (``none``: stays as it is) instead of dividing by
+        zero. With ``names`` (the channels a model must predict), a constant channel is an
+        error instead: there is nothing to learn, and its relative error is undefined where
+        it is zero.
         """
-        total = sq = None
+        if kind not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {kind!r}")
+        total = sq = low = high = None
         count = 0
         # NaN, infinity or overflow in the sums make the statistics non-finite, refused below
         # in one line (numpy's RuntimeWarnings would print before it).
@@ -414,8 +430,11 @@ class Normalizer:
                 a = np.asarray(a, dtype=np.float64).reshape(a.shape[0], -1)
                 if total is None:
                     total, sq = np.zeros(a.shape[0]), np.zeros(a.shape[0])
+                    low, high = np.full(a.shape[0], np.inf), np.full(a.shape[0], -np.inf)
                 total += a.sum(axis=1)
                 sq += np.square(a).sum(axis=1)
+                if a.shape[1]:
+                    low, high = np.minimum(low, a.min(axis=1)), np.maximum(high, a.max(axis=1))
                 count += a.shape[1]
             if total is None:
                 raise ValueError("cannot fit a normaliser on no data")
@@ -430,13 +449,18 @@ class Normalizer:
             which = [f"{names[c]} (= {mean[c]:.6g})" for c in np.flatnonzero(constant)]
             raise ValueError(f"the training data's {', '.join(which)} never change: there is "
                              "nothing to learn; check the dataset or the --outputs")
+        if kind == "range":
+            mean, std = (high + low) / 2, (high - low) / 2
+        elif kind == "none":
+            mean, std = np.zeros_like(mean), np.ones_like(std)
         std = np.where(constant, 1.0, std)
         return cls([float(m) for m in mean], [float(s) for s in std])
 
 
-def fit_normalizers(dataset: TaskDataset, *, increments: bool = False
-                    ) -> dict[str, Normalizer]:
-    """Normalisers of a task from its training dataset.
+def fit_normalizers(dataset: TaskDataset, *, increments: bool = False,
+                    kind: str = "gaussian") -> dict[str, Normalizer]:
+    """Normalisers of a task from its training dataset, each fitted as ``kind`` says
+    (:data:`NORMALIZATIONS`; :meth:`Normalizer.fit`).
 
     Operator: ``inputs`` and ``outputs`` over the variables. Rollout: ``fields`` (per field,
     over every frame of the training samples) and ``conditioning`` (per channel, over every
@@ -447,24 +471,25 @@ def fit_normalizers(dataset: TaskDataset, *, increments: bool = False
     task = dataset.task
     if task.kind == "operator":
         items = [dataset[i] for i in range(len(dataset))]
-        outputs = Normalizer.fit((item["y"].numpy() for item in items), names=task.outputs)
-        return {"inputs": Normalizer.fit(item["x"].numpy() for item in items),
+        outputs = Normalizer.fit((item["y"].numpy() for item in items), names=task.outputs,
+                                 kind=kind)
+        return {"inputs": Normalizer.fit((item["x"].numpy() for item in items), kind=kind),
                 "outputs": outputs}
     ds = dataset._dataset()
     fields = Normalizer.fit(
         (np.stack([np.asarray(ds[v].isel({SAMPLE: int(s)}).values, np.float64) for v in
                    task.inputs]).reshape(len(task.inputs), -1) for s in dataset.samples),
-        names=task.inputs)
+        names=task.inputs, kind=kind)
     cond = Normalizer()
     if task.conditioning:
         frames = range(ds.sizes[TIME]) if task.time_dependent else range(1)
         cond = Normalizer.fit(
-            np.moveaxis(dataset.conditioning(int(s), frames, np.float64), 1, 0).reshape(
-                len(task.conditioning), -1) for s in dataset.samples)
+            (np.moveaxis(dataset.conditioning(int(s), frames, np.float64), 1, 0).reshape(
+                len(task.conditioning), -1) for s in dataset.samples), kind=kind)
     result = {"fields": fields, "conditioning": cond}
     if increments:
         result["increments"] = Normalizer.fit(
             (np.diff(np.stack([np.asarray(ds[v].isel({SAMPLE: int(s)}).values, np.float64)
                                for v in task.inputs]), axis=1).reshape(len(task.inputs), -1)
-             for s in dataset.samples), names=task.inputs)
+             for s in dataset.samples), names=task.inputs, kind=kind)
     return result

@@ -1,10 +1,12 @@
 """Training: from an ssmpde dataset to a self-contained checkpoint.
 
-The recipe of the SSM operator papers (``docs/models/training.md``): AdamW with OneCycleLR,
-relative L2 loss on un-normalised fields (plus, for Darcy, 0.1 × the relative L2 of the
-central-difference gradients), gradient clipping; unit Gaussian normalisers fitted on the
-training split. Time-dependent data train with teacher forcing, or autoregressive unrolling
-with pushforward (gradients only through the last step) and Gaussian input noise.
+The defaults follow the SSM operator papers (``docs/models/training.md``): AdamW with
+OneCycleLR, relative L2 loss on un-normalised fields (plus, for Darcy, 0.1 × the relative L2
+of the central-difference gradients), gradient clipping; unit Gaussian normalisers fitted on
+the training split. Time-dependent data train with teacher forcing, or autoregressive
+unrolling with pushforward (gradients only through the last step) and Gaussian input noise.
+Each paper's own recipe is one option, ``recipe="paper"`` (:mod:`ssmpde.surrogates.recipes`);
+the options the caller gives win over it.
 
 A run directory holds:
 
@@ -12,7 +14,10 @@ A run directory holds:
   dataset facts, versions), all :class:`ssmpde.coupling` needs; no pickles;
 * ``training_state.safetensors`` / ``training_state.json``: optimiser and schedule state,
   for exact resume;
-* ``metrics.jsonl``: one JSON line per epoch.
+* ``metrics.jsonl``: one JSON line per epoch: the training loss, the test error as the
+  per-frame mean (``test_rel_l2``) and as the papers pool it over the output horizon
+  (``test_pooled_rel_l2``, :func:`ssmpde.core.pooled_relative_l2`), and the best epoch so far
+  by the pooled error (``best_epoch``, ``best_test_pooled_rel_l2``).
 
 Files are replaced atomically, so an interrupted run leaves the last complete epoch behind
 and ``resume=True`` continues from it. With ``torchrun`` the same code runs data parallel
@@ -33,6 +38,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +65,9 @@ from .datasets import Task, TaskDataset, fit_normalizers, infer_task, relative_l
     split_samples
 from .distributed import (_distributed, _leave, _mean_across, _rank_device, _stop_everywhere,
                           process_rank)
-from .evaluation import _evaluate_split, _require_samples, evaluate
-from .train_config import TrainConfig, check_device, horizon_at
+from .evaluation import _evaluate_split, _require_samples, best_so_far, evaluate
+from .recipes import PROBLEM, ResolvedRecipe, get_recipe, parse_recipe, resolve_recipe
+from .train_config import LOSSES, OPTIMIZERS, TrainConfig, check_device, horizon_at
 
 # TrainConfig, evaluate, load_checkpoint and process_rank stay importable from here (``from
 # ssmpde.surrogates.train import TrainConfig, train, evaluate``); each is documented once, in
@@ -85,22 +92,25 @@ def _central_gradients(u: torch.Tensor) -> list[torch.Tensor]:
     return grads
 
 
-def operator_loss(prediction, target, gradient_weight: float) -> torch.Tensor:
-    """Relative L2 per field, averaged over fields and the batch, plus ``gradient_weight`` ×
-    the same for the central-difference gradients (the Darcy loss of GeoMaNO's recipe)."""
-    loss = relative_l2(prediction, target, fields=True).mean()
+def operator_loss(prediction, target, gradient_weight: float,
+                  loss: str = "relative-l2") -> torch.Tensor:
+    """The per-sample ``loss`` (:data:`~ssmpde.surrogates.train_config.LOSSES`; relative L2
+    per field, averaged over fields) averaged over the batch, plus ``gradient_weight`` × the
+    same for the central-difference gradients (the Darcy loss of GeoMaNO's recipe)."""
+    per_sample = LOSSES[loss]
+    value = per_sample(prediction, target).mean()
     if gradient_weight:
         pairs = zip(_central_gradients(prediction), _central_gradients(target))
-        loss = loss + gradient_weight * sum(relative_l2(p, t, fields=True).mean()
-                                            for p, t in pairs)
-    return loss
+        value = value + gradient_weight * sum(per_sample(p, t).mean() for p, t in pairs)
+    return value
 
 
 def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
                  config: TrainConfig, generator: torch.Generator | None,
                  coarse_step=None, horizon: int | None = None) -> torch.Tensor:
-    """Mean per-field relative L2 over the horizon, teacher-forced or unrolled (with
-    pushforward: gradients only through the last step); a corrector's: of its corrected
+    """The mean over the horizon of each step's loss (``config.loss``: the relative L2 per
+    field by default), teacher-forced or unrolled (with pushforward: gradients only through
+    the last step); a corrector's (relative L2 always): of its corrected
     coarse step, or of its steps unrolled through ``coarse_step`` (a
     :class:`~ssmpde.solvers.differentiable.DifferentiableStep`). ``horizon``: only the
     batch's first steps (a curriculum's phase)."""
@@ -129,7 +139,8 @@ def rollout_loss(wrapped: NormalisedModel, batch: dict[str, torch.Tensor],
         return frame.detach() if config.pushforward and not last else frame
 
     frames = wrapped.rollout(batch["history"], batch["conditioning"], feed=feed, noise=noise)
-    losses = [relative_l2(frames[:, k], target[:, k], fields=True).mean() for k in range(steps)]
+    per_sample = LOSSES[config.loss]
+    losses = [per_sample(frames[:, k], target[:, k]).mean() for k in range(steps)]
     if config.mode == "autoregressive" and config.pushforward:
         return losses[-1]
     return torch.stack(losses).mean()
@@ -210,8 +221,9 @@ def _datasets(data, test_data, config: TrainConfig, inputs, outputs):
 def _scheduler(optimizer, config: TrainConfig, total_steps: int):
     if config.schedule == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
-    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=config.lr,
-                                               total_steps=total_steps)
+    return torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=config.lr, total_steps=total_steps, div_factor=config.div_factor,
+        final_div_factor=config.final_div_factor, pct_start=config.pct_start)
 
 
 def _check_run_directory(out: Path, resume: bool) -> None:
@@ -283,7 +295,7 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
             if config.noise_std:
                 noise = config.noise_std * torch.randn(x.shape, generator=generator)
                 noise = noise.to(x.device)
-            loss = operator_loss(wrapped(x, noise), batch["y"], gradient_weight)
+            loss = operator_loss(wrapped(x, noise), batch["y"], gradient_weight, config.loss)
         else:
             loss = rollout_loss(wrapped, batch, config, generator, coarse_step,
                                 horizon=horizon_at(config, epoch))
@@ -308,11 +320,44 @@ def _train_epoch(wrapped, model, train_set, optimizer, scheduler, config, gradie
     return total / max(count, 1), count, steps
 
 
+def _explicit_options(config: TrainConfig | Mapping | None) -> dict[str, Any]:
+    """The training options a caller set: a mapping's keys, or the fields of a TrainConfig
+    that differ from the defaults (a default value passed in a TrainConfig cannot be told
+    from one left out: pass a dict to insist on it)."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    defaults = TrainConfig()
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(TrainConfig)
+            if getattr(config, f.name) != getattr(defaults, f.name)}
+
+
+def _recipe_config(model_name: str, recipe: str, config, data, preset, model_overrides
+                   ) -> tuple[TrainConfig, ResolvedRecipe, dict[str, Any]]:
+    """(the run's TrainConfig, the resolved recipe, the caller's options) for ``recipe``
+    (``"NAME"`` or ``"NAME:VARIANT"``): the recipe's fields, the caller's options winning.
+    The variant is the one named, else the data's equation (a recipe by problem; one it
+    does not cover is refused with the ones it does) or the model config's field the recipe
+    is chosen by (MNO's backbone)."""
+    name, variant = parse_recipe(recipe)
+    entry = get_recipe(model_name, name)
+    if variant is None and entry.chosen_by == PROBLEM:
+        with open_dataset(data) as ds:  # the schema requires the attribute
+            variant = ds.attrs["ssmpde_equation"]
+    elif variant is None:
+        model_config = config_from_dict(model_name, dict(model_overrides or {}), preset=preset)
+        variant = getattr(model_config, entry.chosen_by)
+    resolved = resolve_recipe(model_name, name, variant=variant)
+    explicit = _explicit_options(config)
+    return TrainConfig(**{**resolved.fields, **explicit}), resolved, explicit
+
+
 @entry_point("train")
 def train(model_name: str, data, *, out, preset: str | None = None,
-          model_overrides: dict | None = None, config: TrainConfig | None = None,
-          test_data=None, resume: bool = False, progress: bool = True,
-          time_limit: float | None = None, inputs=None, outputs=None,
+          model_overrides: dict | None = None, config: TrainConfig | Mapping | None = None,
+          recipe: str | None = None, test_data=None, resume: bool = False,
+          progress: bool = True, time_limit: float | None = None, inputs=None, outputs=None,
           threads: int | None = None) -> dict[str, Any]:
     """Train ``model_name`` on the dataset file ``data`` and write a run directory ``out``.
 
@@ -327,7 +372,15 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         Run directory (created). Must not hold a run unless ``resume``.
     preset, model_overrides
         Model preset and options; channels and grid come from the data.
-    config : TrainConfig
+    config : TrainConfig or mapping of its fields
+        The training options (a mapping: of the fields it names, the rest default).
+    recipe : str, optional
+        A training recipe of the model (:mod:`ssmpde.surrogates.recipes`): ``"paper"``, the
+        paper's (or its released code's), for the problem the data hold (their
+        ``ssmpde_equation``) or MNO's backbone; ``"paper:darcy"`` names the variant. The
+        options in ``config`` win over it: a mapping's keys, or a TrainConfig's fields that
+        differ from the defaults. The resolved recipe is printed (with ``progress``) and
+        recorded in the run's ``config.json`` (``recipe``: name, variant, fields).
     resume : bool
         Continue the run in ``out`` from its last completed epoch, bit for bit.
     time_limit : float, optional
@@ -345,7 +398,11 @@ def train(model_name: str, data, *, out, preset: str | None = None,
     Returns
     -------
     dict
-        The last epoch's metrics.
+        The last epoch's metrics: ``train_loss``; with a test set ``test_rel_l2`` (the
+        per-frame mean), ``test_pooled_rel_l2`` (pooled over the output horizon, the papers'
+        rollout error), for rollouts ``test_rel_l2_per_step``, and the best epoch so far by
+        the pooled error, ``best_epoch`` and ``best_test_pooled_rel_l2`` (the run keeps the
+        last epoch's weights).
     """
 
     # 0 is a budget too: stop after the first epoch.
@@ -354,6 +411,12 @@ def train(model_name: str, data, *, out, preset: str | None = None,
         raise ValueError(f"time_limit (--time-limit) must be a finite number of seconds >= 0 "
                          f"(0: stop after one epoch), got {time_limit!r}; leave it out to "
                          "train every epoch")
+    resolved, explicit = None, {}
+    if recipe is not None:
+        config, resolved, explicit = _recipe_config(model_name, recipe, config, data, preset,
+                                                    model_overrides)
+    elif isinstance(config, Mapping):
+        config = TrainConfig(**config)
     config = config or TrainConfig()
     out = Path(out)
     rank, world, started_group = _distributed()
@@ -375,7 +438,7 @@ def train(model_name: str, data, *, out, preset: str | None = None,
             _check_run_directory(out, resume)
             metrics = _train(model_name, data, out, preset, model_overrides, config,
                              test_data, resume, progress, time_limit, inputs, outputs, rank,
-                             world, device)
+                             world, device, (resolved, explicit))
     except Exception:  # an interrupt keeps everything, for --resume
         if rank == 0:
             _remove_empty(created)
@@ -398,10 +461,14 @@ def _remove_empty(directories: list[Path]) -> None:
 
 
 def _train(model_name, data, out, preset, model_overrides, config, test_data, resume, progress,
-           time_limit, inputs, outputs, rank, world, device) -> dict[str, Any]:
-    """The body of :func:`train`, under the run's lock."""
+           time_limit, inputs, outputs, rank, world, device, recipe) -> dict[str, Any]:
+    """The body of :func:`train`, under the run's lock; ``recipe``: (the resolved recipe or
+    None, the caller's options that win over it)."""
     from tqdm.auto import tqdm
 
+    resolved, explicit = recipe
+    if resolved is not None and progress and rank == 0:
+        tqdm.write(resolved.describe(explicit))
     task, train_set, test_set, facts = _datasets(data, test_data, config, inputs, outputs)
     # The model's options are checked against the data first: a corrector's coarse
     # predictions take a coarse solve of every stored frame (hours at benchmark sizes).
@@ -422,7 +489,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         if config.target == "increment" and task.kind != "rollout":
             raise ValueError("target='increment' is for rollout tasks (trajectories); an "
                              "operator task maps inputs to outputs: use target='state'")
-        normalizers = fit_normalizers(train_set, increments=config.target == "increment")
+        normalizers = fit_normalizers(train_set, increments=config.target == "increment",
+                                      kind=config.normalization)
         if task.correction:
             normalizers["corrections"] = fit_corrections(train_set, coarse_values,
                                                          conservative)
@@ -430,6 +498,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     if gradient_weight is None:
         gradient_weight = 0.1 if task.kind == "operator" and len(task.grid) == 2 else 0.0
     record = checkpoint_record(model, task, normalizers, config, facts)
+    if resolved is not None:
+        record["recipe"] = resolved.to_dict()
 
     # Evaluation (rank 0 only) uses the bare module: DDP's forward may start collectives
     # that the other ranks would never join.
@@ -441,8 +511,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     if backend is not None:
         wrapped.model = CompiledOnFirstCall(model, backend)
         evaluator.model = CompiledOnFirstCall(evaluator.model, backend)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
-                                  weight_decay=config.weight_decay)
+    optimizer = OPTIMIZERS[config.optimizer](model.parameters(), lr=config.lr,
+                                             weight_decay=config.weight_decay)
     trajectories, solver = train_set, None
     if config.on_policy:  # one-step items on each visited state: horizon per trajectory item
         with open_dataset(data) as ds:
@@ -453,6 +523,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     # The run directory appears with the first checkpoint (save_run): a run that fails in its
     # first epoch (a damaged sample of the data) leaves nothing behind.
     first_epoch, step = _restore_optimizer(out, optimizer, scheduler) if resume else (0, 0)
+    # The best epoch by the pooled test error, carried in every line of the metrics log.
+    best = best_so_far(out) if resume else {}
 
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
@@ -484,6 +556,10 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
         if rank == 0:
             metrics.update(_evaluate_split(evaluator, test_set, config.batch_size, device,
                                            coarse_step))
+            pooled = metrics.get("test_pooled_rel_l2")
+            if pooled is not None and (not best or pooled < best["best_test_pooled_rel_l2"]):
+                best = {"best_epoch": epoch + 1, "best_test_pooled_rel_l2": pooled}
+            metrics.update(best)
             save_run(out, model, optimizer, scheduler, record, epoch + 1, step, metrics)
             if progress:
                 shown = {k: (round(v, 5) if isinstance(v, float) else v)

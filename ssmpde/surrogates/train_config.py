@@ -1,10 +1,13 @@
 """How to train: :class:`TrainConfig`, every option of a training run but the model's own.
 
 The model's config is separate (each model's frozen dataclass, :mod:`ssmpde.surrogates.base`);
-a :class:`TrainConfig` holds the optimiser, schedule, loss, task and corrector options, checks
-them when it is made, and is stored in the run's ``config.json`` (a resumed run must have the
-same options). :func:`check_device` checks the ``device`` option against this machine and
-:func:`horizon_at` reads the unroll horizon of an epoch from the curriculum.
+a :class:`TrainConfig` holds the optimiser, schedule, loss, normalisation, task and corrector
+options, checks them when it is made, and is stored in the run's ``config.json`` (a resumed
+run must have the same options). :meth:`TrainConfig.recipe` makes the config of a paper's
+recipe (:mod:`ssmpde.surrogates.recipes`). :data:`OPTIMIZERS` and :data:`LOSSES` are the
+optimisers and per-sample losses the options name. :func:`check_device` checks the
+``device`` option against this machine and :func:`horizon_at` reads the unroll horizon of an
+epoch from the curriculum.
 """
 
 from __future__ import annotations
@@ -17,12 +20,33 @@ import torch
 from ssmpde.solvers.base import parse_coarsening
 
 from .compiled import compile_backend
+from .datasets import NORMALIZATIONS, relative_l2
+from .recipes import resolve_recipe
 
-__all__ = ["CORRECTION_MODES", "SCHEDULES", "TARGETS", "TrainConfig", "check_device",
-           "horizon_at"]
+__all__ = ["CORRECTION_MODES", "LOSSES", "NORMALIZATIONS", "OPTIMIZERS", "SCHEDULES",
+           "TARGETS", "TrainConfig", "check_device", "horizon_at"]
 
 SCHEDULES = ("onecycle", "cosine")
 TARGETS = ("state", "increment", "correction")
+
+#: The optimisers by name: AdamW (decoupled weight decay; GeoMaNO, LaMO, SS-NO, MNO's GNOT)
+#: and Adam (weight decay as an L2 term of the gradient; MNO's Galerkin and OFormer).
+OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
+
+
+def _relative_l2_loss(prediction, target):
+    return relative_l2(prediction, target, fields=True)
+
+
+def _mse_loss(prediction, target):
+    return (prediction - target).square().flatten(1).mean(dim=1)
+
+
+#: Per-sample losses by name, on the fields in physical units (``[batch, field, *grid]`` →
+#: ``[batch]``): the relative L2 per field averaged over the fields (the papers' loss), or the
+#: mean squared error over every field and point (MNO's release: ``nn.MSELoss`` on
+#: un-normalised fields, so our decoded fields are exactly what it compares).
+LOSSES = {"relative-l2": _relative_l2_loss, "mse": _mse_loss}
 
 
 #: Where a corrector acts: after the coarse step, inside it as a source term, or after it as
@@ -38,12 +62,28 @@ class TrainConfig:
     ----------
     epochs, batch_size : int
         ``batch_size`` is the global batch (split across processes under torchrun).
+    optimizer : {"adamw", "adam"}
+        AdamW (default) or Adam (its weight decay is an L2 term added to the gradient).
     lr : float
-        Peak learning rate of OneCycleLR (initial lr of the papers, 3e-4 by default).
+        Peak learning rate of OneCycleLR (the papers' "initial lr", 3e-4 by default), or the
+        starting one of the cosine schedule.
     weight_decay : float
-        AdamW weight decay.
+        The optimiser's weight decay.
     max_grad_norm : float
         Gradient clipping norm (0 disables it).
+    loss : {"relative-l2", "mse"}
+        The loss per sample, on the fields in physical units (decoded): relative L2 per field,
+        averaged over fields (default), or the mean squared error (MNO's release). The Darcy
+        gradient term uses the same loss on the gradients. Not for correctors.
+    normalization : {"gaussian", "range", "none"}
+        How inputs and outputs are normalised, per channel with statistics of the training
+        split: unit Gaussian (default), the training range mapped to [-1, 1] (SS-NO), or
+        not at all (MNO's release; LaMO's and Transolver's Navier–Stokes).
+    div_factor, final_div_factor, pct_start : float
+        OneCycleLR's: the schedule starts at ``lr / div_factor``, rises to ``lr`` over the
+        fraction ``pct_start`` of the steps and ends at ``lr / (div_factor *
+        final_div_factor)``; torch's defaults (25, 1e4, 0.3) unless a recipe sets them
+        (MNO's release: 1e4, 1e4, 0.3). Ignored by the cosine schedule.
     gradient_loss_weight : float or None
         Weight of the gradient term of the Darcy loss; None: 0.1 for operator tasks on 2D
         grids, 0 otherwise.
@@ -116,9 +156,15 @@ class TrainConfig:
 
     epochs: int = 100
     batch_size: int = 4
+    optimizer: str = "adamw"
     lr: float = 3e-4
     weight_decay: float = 1e-4
     max_grad_norm: float = 1.0
+    loss: str = "relative-l2"
+    normalization: str = "gaussian"
+    div_factor: float = 25.0
+    final_div_factor: float = 1e4
+    pct_start: float = 0.3
     gradient_loss_weight: float | None = None
     window: int = 10
     horizon: int = 1
@@ -145,7 +191,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         for name, low, strict in (("lr", 0.0, True), ("weight_decay", 0.0, False),
                                   ("max_grad_norm", 0.0, False), ("noise_std", 0.0, False),
-                                  ("gradient_loss_weight", 0.0, False)):
+                                  ("gradient_loss_weight", 0.0, False),
+                                  ("div_factor", 0.0, True), ("final_div_factor", 0.0, True),
+                                  ("pct_start", 0.0, True)):
             value = getattr(self, name)
             if value is None and name == "gradient_loss_weight":
                 continue
@@ -154,6 +202,17 @@ class TrainConfig:
             if not math.isfinite(value) or value < low or (strict and value == low):
                 bound = "positive" if strict else "non-negative"
                 raise ValueError(f"{name} must be a finite {bound} number, got {value!r}")
+        if not self.pct_start < 1:
+            raise ValueError(f"pct_start must be below 1 (a fraction of the steps), got "
+                             f"{self.pct_start!r}")
+        for name, choices in (("optimizer", tuple(OPTIMIZERS)), ("loss", tuple(LOSSES)),
+                              ("normalization", NORMALIZATIONS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got "
+                                 f"{getattr(self, name)!r}")
+        if self.loss != "relative-l2" and self.target == "correction":
+            raise ValueError(f"loss={self.loss!r} is for surrogates: a corrector trains on the "
+                             "relative L2 of its corrected step")
         if self.mode not in ("teacher-forcing", "autoregressive"):
             raise ValueError(f"mode must be 'teacher-forcing' or 'autoregressive', got "
                              f"{self.mode!r}")
@@ -205,6 +264,25 @@ class TrainConfig:
             raise ValueError(f"pushforward must be true or false, got {self.pushforward!r}")
         check_device(self.device)
         compile_backend(self.compile)
+
+    @classmethod
+    def recipe(cls, model: str, name: str = "paper", variant: str | None = None,
+               **options) -> TrainConfig:
+        """The config of ``model``'s recipe ``name`` (:mod:`ssmpde.surrogates.recipes`),
+        ``options`` winning over it.
+
+        ``variant`` is what the recipe differs by: the problem (GeoMaNO, LaMO, SS-NO: the
+        dataset's equation, e.g. ``"darcy"``, ``"navier-stokes"``,
+        ``"kuramoto-sivashinsky"``) or MNO's backbone; ``name`` may carry it too
+        (``"paper:darcy"``). ``train(..., recipe="paper")`` reads it off the data.
+
+        Example
+        -------
+        >>> config = TrainConfig.recipe("lamo", "paper", "navier-stokes", epochs=10)
+        >>> config.lr, config.weight_decay, config.batch_size, config.epochs
+        (0.0005, 0.05, 2, 10)
+        """
+        return cls(**{**resolve_recipe(model, name, variant=variant).fields, **options})
 
 
 def horizon_at(config: TrainConfig, epoch: int) -> int:
