@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ssmpde.cli import main
 from ssmpde.data import DatasetFileError, load_dataset, open_dataset, save
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, train
 
 BAD_NUMBERS = ["0", "-1", "nan", "inf", "-inf", "1e400", "fast", ""]

@@ -148,7 +148,7 @@ def _python_names_with_other_flags() -> set[str]:
     otherwise (--time/--final-time, --samples): a help text names the flag, never these."""
     import dataclasses
 
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
     from ssmpde.solvers.base import get_solver_class, list_solvers
     from ssmpde.surrogates.train import TrainConfig, train
 

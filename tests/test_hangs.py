@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.checkpoint import STATE_JSON
 from ssmpde.surrogates.train import TrainConfig, train
 
@@ -220,7 +220,8 @@ def test_a_workers_address_is_not_taken_for_the_schedulers():
 HOG = """
     import resource, sys, time
     import numpy as np
-    from ssmpde.solvers import generate, get_solver
+    from ssmpde.generation import generate
+    from ssmpde.solvers import get_solver
 
     Darcy = type(get_solver("darcy"))
 

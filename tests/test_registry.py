@@ -16,7 +16,8 @@ import torch
 
 from ssmpde.coupling import Conditions
 from ssmpde.data import TIME, roles_of, validate
-from ssmpde.solvers import Stepper, generate, get_solver_class, list_solvers
+from ssmpde.generation import generate
+from ssmpde.solvers import Stepper, get_solver_class, list_solvers
 from ssmpde.solvers.base import TimeDependentSolver
 from ssmpde.surrogates import build_model, config_from_dict, get_model_class, list_models
 from ssmpde.surrogates.datasets import Task

@@ -114,7 +114,7 @@ def test_a_corrector_that_corrects_nothing_scores_as_its_coarse_solver(ks_evalua
 
 def test_a_trained_corrector_adds_a_judged_row(tmp_path):
     """--correctors RUN: a tiny KS corrector of the 512-point solver coarsened 4x in space."""
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
     from ssmpde.surrogates.train import TrainConfig, train
 
     data = tmp_path / "train.nc"

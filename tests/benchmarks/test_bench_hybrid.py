@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, train
 
 KS = dict(resolution=32, simulation_resolution=64, domain_length=22.0, viscosity=1.0,

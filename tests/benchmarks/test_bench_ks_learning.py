@@ -8,7 +8,7 @@ import pytest
 @pytest.mark.slow  # trains, evaluates and rolls out a model: about 15 s
 def test_ks_learning_benchmark_runs(tmp_path):
     from benchmarks import bench_ks_learning
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
 
     generate("kuramoto-sivashinsky", preset="lpsda-nu0.1", num_samples=4, seed=0,
              out=tmp_path / "ks_nu0.1.nc", final_time=0.6, progress=False)

@@ -18,7 +18,7 @@ def test_bench_mno_help(capsys):
 
 def test_bench_mno_trains_two_tiny_models_and_writes_the_table(tmp_path, capsys):
     from benchmarks import bench_mno
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
 
     data = tmp_path / "darcy.nc"
     generate("darcy", num_samples=6, seed=0, out=data, resolution=9, simulation_resolution=17,

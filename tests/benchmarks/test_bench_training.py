@@ -5,7 +5,7 @@ import json
 
 def test_training_benchmark_runs(tmp_path):
     from benchmarks import bench_training
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
 
     data = tmp_path / "darcy.nc"
     generate("darcy", num_samples=6, seed=0, out=data, resolution=17,

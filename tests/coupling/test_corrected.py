@@ -14,7 +14,7 @@ import torch
 from ssmpde.coupling.corrected import CorrectedStepper, stepper_from_checkpoint
 from ssmpde.coupling.steps import Conditions, rollout
 from ssmpde.data import open_dataset
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.solvers.base import TimeDependentSolver, register_solver
 from ssmpde.solvers.semilinear import sine_series
 from ssmpde.surrogates.correction import coarse_predictions, coarse_solver

@@ -13,7 +13,7 @@ import torch
 from ssmpde.coupling.corrected import stepper_from_checkpoint
 from ssmpde.coupling.steps import rollout
 from ssmpde.data import open_dataset
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.correction import flux_divergence
 from ssmpde.surrogates.train import TrainConfig, train
 

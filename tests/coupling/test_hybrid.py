@@ -12,7 +12,8 @@ from ssmpde.coupling import (Checks, Conditions, SurrogateStepper, hybrid_rollou
 from ssmpde.coupling.schedules import (CheckedAdaptive, Parareal, Pattern, SolverOnly,
                                        SurrogateOnly)
 from ssmpde.data import SchemaError, config_of, open_dataset, roles_of, save
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.surrogates.datasets import Normalizer, Task
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
 

@@ -6,7 +6,7 @@ import pytest
 
 from ssmpde.cli import main
 from ssmpde.data import open_dataset
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
 
 SOLVER = dict(resolution=16, simulation_resolution=16, viscosity=1e-3, time_step=0.01,

@@ -8,7 +8,8 @@ import pytest
 from ssmpde.cli import main
 from ssmpde.coupling import SurrogateStepper, hybrid_rollout
 from ssmpde.data import open_dataset
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.surrogates.train import TrainConfig, load_checkpoint, train
 
 SOLVER = dict(resolution=32, simulation_resolution=32, domain_length=22.0, viscosity=1.0,

@@ -9,7 +9,7 @@ from ssmpde.cli import main
 from ssmpde.core import relative_l2
 from ssmpde.coupling import SurrogateStepper
 from ssmpde.data import open_dataset
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, train
 
 KS = dict(resolution=32, simulation_resolution=64, domain_length=22.0, viscosity=1.0,

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ssmpde.coupling import OperatorSurrogate, SurrogateStepper, warm_start
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.surrogates.train import TrainConfig, train
 
 DARCY = dict(resolution=29, simulation_resolution=57)

@@ -20,7 +20,8 @@ import xarray as xr
 from ssmpde.cli import main
 from ssmpde.data import convert, formats, load_dataset, open_dataset, save, validate
 from ssmpde.data.formats import the_well
-from ssmpde.solvers import generate, get_solver_class
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver_class
 
 from .helpers import make_dataset, snapshot
 

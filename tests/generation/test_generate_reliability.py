@@ -81,7 +81,8 @@ class Counting:
 HUGE = """
     import json, pathlib, resource, sys, time, tracemalloc
     import psutil
-    from ssmpde.solvers import generate, get_solver
+    from ssmpde.generation import generate
+    from ssmpde.solvers import get_solver
 
     tmp = pathlib.Path(sys.argv[1])
     darcy = dict(resolution=9, simulation_resolution=17)
@@ -235,7 +236,7 @@ def test_memory_estimates_of_the_builtin_solvers():
 KILLED_MERGE = """
     import os, pathlib, signal, sys
     from ssmpde.data import files
-    from ssmpde.solvers import generate
+    from ssmpde.generation import generate
 
     out = pathlib.Path(sys.argv[1])
     write = files._write_netcdf
@@ -382,7 +383,8 @@ def test_overwrite_refuses_a_directory_ssmpde_did_not_write(tmp_path, name):
 
 SLOW_WRITER = """
     import pathlib, sys, time
-    from ssmpde.solvers import generate, get_solver
+    from ssmpde.generation import generate
+    from ssmpde.solvers import get_solver
 
     out, started = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     solver = get_solver("darcy", resolution=9, simulation_resolution=17)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from ssmpde.data import roles_of, validate
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.solvers.allen_cahn import AllenCahn
 from ssmpde.solvers.differentiable import differentiable_step
 from ssmpde.solvers.semilinear import Nonlinearity, PowerReaction

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ssmpde.data import roles_of
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.solvers.base import (Checks, SolverDivergedError, Stepper, TimeDependentSolver,
                                  VariableSpec)
 from ssmpde.solvers.random_fields import sample_rng
@@ -134,3 +134,16 @@ def test_bad_states():
         solver.simulate(np.zeros((1, 1, 16)), 1)
     with pytest.raises(ValueError, match="NaN"):
         solver.simulate(np.full((1, 1, 32), np.nan), 1)
+
+
+def test_the_old_generate_address_is_a_deprecated_alias():
+    import ssmpde.solvers
+
+    with pytest.warns(DeprecationWarning, match="from ssmpde.generation import generate"):
+        from ssmpde.solvers import generate as old
+    assert old is generate
+    with pytest.warns(DeprecationWarning):
+        assert ssmpde.solvers.generate is generate
+    assert "generate" not in ssmpde.solvers.__all__
+    with pytest.raises(AttributeError, match="no attribute 'generates'"):
+        ssmpde.solvers.generates  # noqa: B018

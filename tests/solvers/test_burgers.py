@@ -11,7 +11,8 @@ import pytest
 from scipy.special import ive
 
 from ssmpde.data import roles_of, validate
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.solvers.burgers import Burgers1D
 
 

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from ssmpde.data import config_of
-from ssmpde.solvers import Darcy, generate
+from ssmpde.generation import generate
+from ssmpde.solvers import Darcy
 from ssmpde.solvers.darcy import reference_matrix
 
 pytestmark = pytest.mark.usefixtures("raise_on_fp_errors")

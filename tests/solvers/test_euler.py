@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ssmpde.data import roles_of, validate
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.solvers.base import SolverDivergedError
 from ssmpde.solvers.euler import (
     Euler2D,

@@ -15,7 +15,8 @@ from scipy.integrate import solve_ivp
 
 from ssmpde.cli import main
 from ssmpde.data import open_dataset, roles_of, validate
-from ssmpde.solvers import Stepper, generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import Stepper, get_solver
 from ssmpde.solvers.kdv import KdV
 
 

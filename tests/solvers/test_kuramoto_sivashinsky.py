@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ssmpde.data import roles_of
-from ssmpde.solvers import generate, get_solver
+from ssmpde.generation import generate
+from ssmpde.solvers import get_solver
 from ssmpde.solvers.kuramoto_sivashinsky import KuramotoSivashinsky
 from ssmpde.solvers.spectral import etdrk4_coefficients
 

@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file
 
 from ssmpde.data import OutputLockedError
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates import checkpoint
 from ssmpde.surrogates.train import TrainConfig, train
 

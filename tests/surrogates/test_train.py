@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from ssmpde.cli import main
 from ssmpde.data import load_dataset, open_dataset, save
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.datasets import Normalizer, TaskDataset, infer_task, relative_l2
 from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from ssmpde.cli import main
-from ssmpde.solvers import generate
+from ssmpde.generation import generate
 from ssmpde.surrogates.train import TrainConfig, evaluate, train
 
 KS = dict(resolution=32, simulation_resolution=64, domain_length=22.0, viscosity=1.0,
