@@ -35,11 +35,20 @@ Per problem one row per configuration, every field the same for every kind:
   ``correlation_time`` and ``correlation_time_95``: the time until the Pearson correlation
   with the reference drops below 0.8 and 0.95 (per sample, the steps before the first frame
   below, times the record interval; then the mean over the samples);
-* corrected rows also: ``equal_accuracy_solver_seconds`` (what the solver takes for the same
-  correlation time, log-interpolated along its Pareto front), ``speedup`` and
-  ``breakeven_rollouts`` (Zhang et al. 2026: the rollouts after which the saving per rollout
-  has repaid the data generation and the training, :func:`upfront_seconds`; None when either
-  is unknown).
+* corrected rows also the judgement (:func:`ssmpde.coupling.pareto.judge`, by the problem's
+  one metric, ``accuracy_metric``: the correlation time for Kolmogorov flow and KS, the
+  density error at the horizon for Euler; plus time, never a second metric): ``dominated_by``
+  (every solver row, of any grid, as fast and as accurate), ``equal_accuracy_solver_seconds``
+  (what the solver takes for the same accuracy, log-interpolated along its Pareto front),
+  ``speedup`` and ``breakeven_rollouts`` (Zhang et al. 2026: the rollouts after which the
+  saving per rollout has repaid the data generation and the training,
+  :func:`upfront_seconds`; None when either is unknown).
+
+The result file is written under its write lock (:func:`save`): merged with what it holds
+(the problems not run now, and the rows of a problem that this run does not measure again,
+when the problem's setup is the same), every corrected row judged again over all the rows,
+written atomically; two runs at once keep each other's rows. ``--rejudge`` judges a stored
+file again without running anything.
 
 Every solution is compared on the reference's grid: a coarse solution is interpolated
 spectrally (:func:`ssmpde.solvers.spectral.spectral_resample`) onto it first, and every run
@@ -51,18 +60,21 @@ its Pareto front dashed, corrected rows as markers) and prints the tables.
     taskset -c 1 env SSMPDE_THREADS=1 python -m benchmarks.bench_correction     # ~40 min
     python -m benchmarks.bench_correction --problems euler-kh --correctors runs/euler/euler-kh-*
     python -m benchmarks.bench_correction --correctors RUN [RUN ...]   # add corrected rows
+    python -m benchmarks.bench_correction --correctors FOLDER          # a folder of runs
     python -m benchmarks.bench_correction --quick                      # seconds: smoke test
     python -m benchmarks.bench_correction --figures-only               # redraw from the JSON
+    python -m benchmarks.bench_correction --rejudge                    # judge the JSON again
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -408,95 +420,126 @@ def corrected_row(evaluation: Evaluation, stepper, *, grid: int | None = None,
 
 
 # -- judging against the solver's Pareto curve --------------------------------------------------
-def solver_front(rows: Sequence[Mapping], metric: str = "correlation_time") -> list[Mapping]:
-    """The solver rows no other solver row beats in both seconds and ``metric`` (larger is
-    better), by time, each more accurate than the one before."""
-    done = sorted((r for r in rows if r["kind"] == "solver" and r.get(metric) is not None),
-                  key=lambda r: (r["seconds"], -r[metric]))
-    front = []
-    for row in done:
-        if not front or row[metric] > front[-1][metric]:
-            front.append(row)
-    return front
+def metric_of_problem(name: str, problem: Mapping | None = None) -> str:
+    """The one metric a problem is judged by: the stored ``accuracy_metric``, else the
+    density error at the horizon for the Euler problems (their runs stay correlated over
+    it) and the correlation time (≥ 0.8) for the chaotic and turbulent ones."""
+    stored = (problem or {}).get("accuracy_metric")
+    return stored or ("final_rel_l2" if is_euler(name) else "correlation_time")
 
 
-def equal_accuracy_seconds(rows: Sequence[Mapping], target: float,
-                           metric: str = "correlation_time") -> float | None:
-    """What the plain solver takes to reach ``metric`` = ``target``: log-linear interpolation
-    of seconds along its Pareto front; the cheapest solver row's seconds when even it does
-    as well (an upper bound), None when no solver row does."""
-    front = solver_front(rows, metric)
-    if not front or target > front[-1][metric]:
+# -- the result file: merged under its lock, judged over all rows at every write -----------------
+def setup_of(problem: Mapping) -> tuple:
+    """What two runs of a problem must share for their rows to share one table: the problem,
+    horizon, record interval, evaluation samples and seed, and the reference."""
+    reference = problem.get("reference", {})
+    return (problem.get("label"), problem.get("horizon"), problem.get("record_interval"),
+            problem.get("samples"), problem.get("seed"), problem.get("reynolds"),
+            reference.get("grid"), reference.get("time_step"))
+
+
+def row_key(row: Mapping) -> tuple:
+    """A row's identity across runs: its kind, label and corrector run (a row measured again
+    replaces the earlier one)."""
+    return row["kind"], row["label"], row.get("run")
+
+
+def merged_problem(stored: Mapping | None, new: dict) -> dict:
+    """``new`` (a problem as :func:`run_problem` returns it) with the rows of ``stored`` (the
+    same problem in the result file) that it does not measure again, when both have the
+    same setup (:func:`setup_of`; else ``new`` alone): the stored order, a row measured
+    again in its place, new rows after them."""
+    if stored is None or setup_of(stored) != setup_of(new):
+        return new
+    fresh = {row_key(r): r for r in new["rows"]}
+    rows = [fresh.pop(row_key(r), r) for r in stored["rows"]]
+    return dict(new, rows=rows + list(fresh.values()))
+
+
+def merged_result(stored: Mapping | None, result: dict) -> dict:
+    """``result`` (this run: its header and problems) with what the result file ``stored``
+    holds besides: its other problems, and the rows of the same problems this run did not
+    measure again (:func:`merged_problem`). Quick and full runs never mix."""
+    quick = bool(result.get("settings", {}).get("quick"))
+    problems = {}
+    if stored is not None and bool(stored.get("settings", {}).get("quick")) == quick:
+        problems = dict(stored.get("problems", {}))
+    for name, problem in result["problems"].items():
+        problems[name] = merged_problem(problems.get(name), problem)
+    return dict(result, problems=problems)
+
+
+def rejudge(result: dict) -> dict[str, list[dict]]:
+    """Judge every corrected row of every problem of ``result`` afresh against all its
+    solver rows (:func:`ssmpde.coupling.pareto.judge`, by the problem's one metric:
+    :func:`metric_of_problem`, recorded as its ``accuracy_metric``), in place. Returns, per
+    problem, the corrected rows whose ``dominated_by`` changed."""
+    from ssmpde.coupling.pareto import judge
+
+    changed = {}
+    for name, problem in result["problems"].items():
+        metric = problem["accuracy_metric"] = metric_of_problem(name, problem)
+        before = [r.get("dominated_by") for r in problem["rows"]]
+        judge(problem["rows"], metric)
+        rows = [r for r, old in zip(problem["rows"], before)
+                if r["kind"] == "corrected" and r.get("dominated_by") != old]
+        if rows:
+            changed[name] = rows
+    return changed
+
+
+def _read_result(path: Path) -> dict | None:
+    """The result file at ``path``, or None when there is none or it is not one."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    if target <= front[0][metric]:
-        return float(front[0]["seconds"])
-    for low, high in zip(front, front[1:]):
-        if low[metric] < target <= high[metric]:
-            weight = (target - low[metric]) / (high[metric] - low[metric])
-            return float(math.exp(math.log(low["seconds"]) + weight * (
-                math.log(high["seconds"]) - math.log(low["seconds"]))))
-    return None  # unreachable: the front's metric increases
+    return saved if isinstance(saved, dict) and isinstance(saved.get("problems"), dict) \
+        else None
 
 
-def breakeven(upfront_seconds: float | None, seconds: float | None,
-              solver_seconds: float | None) -> int | None:
-    """Rollouts after which a learned method has repaid its upfront cost (data generation and
-    training; Zhang et al. 2026): ``ceil(upfront / (solver_seconds − seconds))``, with
-    ``solver_seconds`` the solver's time at equal accuracy. None when a cost is unknown or the
-    method saves nothing per rollout (it never breaks even); 0 with no upfront cost."""
-    if upfront_seconds is None or seconds is None or solver_seconds is None:
-        return None
-    saving = solver_seconds - seconds
-    if saving <= 0:
-        return None
-    # a ratio a hair above a whole number from round-off (interpolated times) rounds down
-    return math.ceil(upfront_seconds / saving * (1 - 1e-12)) if upfront_seconds > 0 else 0
+@contextlib.contextmanager
+def locked(path: Path, wait: float = 600.0) -> Iterator[None]:
+    """Hold the write lock of the result file ``path`` (:func:`ssmpde.data.output_lock`),
+    waiting up to ``wait`` seconds for another run of the benchmark to release it."""
+    from ssmpde.data import OutputLockedError, output_lock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait
+    with contextlib.ExitStack() as stack:
+        while True:
+            try:
+                stack.enter_context(output_lock(path))
+                break
+            except OutputLockedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield
 
 
-def dominates(a: Mapping, b: Mapping) -> bool:
-    """Whether row ``a`` is as fast as ``b`` and as accurate in every measured respect
-    (final error, correlation time; those both rows have)."""
-    if a.get("seconds") is None or b.get("seconds") is None or a["seconds"] > b["seconds"]:
-        return False
-    if all(a.get(k) is None or b.get(k) is None for k in ("final_rel_l2", "correlation_time")):
-        return False
-    if None not in (a.get("final_rel_l2"), b.get("final_rel_l2")) \
-            and a["final_rel_l2"] > b["final_rel_l2"]:
-        return False
-    return None in (a.get("correlation_time"), b.get("correlation_time")) \
-        or a["correlation_time"] >= b["correlation_time"]
+def save(result: dict, path: Path) -> dict:
+    """Write ``result`` into the result file ``path``: under the file's write lock, merged
+    with what it holds (:func:`merged_result`: another run's problems and rows survive),
+    every corrected row judged afresh over all the rows (:func:`rejudge`: never a stale
+    ``dominated_by``), written atomically. Returns what was written."""
+    with locked(path):
+        merged = merged_result(_read_result(path), result)
+        rejudge(merged)
+        write(merged, path)
+    return merged
 
 
-def accuracy_rows(rows: Sequence[Mapping], metric: str) -> list[dict]:
-    """Copies of ``rows`` with ``accuracy``, larger is better, for :func:`solver_front`:
-    ``metric`` itself, or for ``final_rel_l2`` −log10 of the error (error falls as a power of
-    the cost, so interpolation along the front is log-log); the reference (error 0 by
-    definition) gets None and stays off the front."""
-    if metric == "final_rel_l2":
-        return [dict(r, accuracy=-math.log10(r[metric]) if r.get(metric) else None)
-                for r in rows]
-    return [dict(r, accuracy=r.get(metric)) for r in rows]
-
-
-def judge(rows: list[dict], metric: str = "correlation_time") -> None:
-    """Add to each corrected row its equal-accuracy solver time, speedup and break-even, by
-    ``metric`` (``correlation_time``, or ``final_rel_l2``: smaller is better, interpolated in
-    log error against log time; the reference row, exact by definition, is left out), and
-    ``dominated_by``: the solver rows both as fast and as accurate (final error and
-    correlation time), the McGreivy-Hakim test."""
-    rows_by = accuracy_rows(rows, metric)
-    for row, scored in zip(rows, rows_by):
-        if row["kind"] != "corrected":
-            continue
-        row["dominated_by"] = [r.get("label") for r in rows
-                               if r["kind"] == "solver" and dominates(r, row)]
-        equal = None if scored["accuracy"] is None else equal_accuracy_seconds(
-            rows_by, scored["accuracy"], "accuracy")
-        row["equal_accuracy_solver_seconds"] = equal
-        row["speedup"] = None if equal is None or not row.get("seconds") \
-            else equal / row["seconds"]
-        row["breakeven_rollouts"] = breakeven(row.get("upfront_seconds"), row.get("seconds"),
-                                              equal)
+def rejudge_file(path: Path) -> tuple[dict, dict[str, list[dict]]]:
+    """Judge the result file ``path`` again from its stored rows, running nothing; returns
+    (the result as written, per problem the corrected rows whose ``dominated_by`` changed)."""
+    with locked(path):
+        saved = _read_result(path)
+        if saved is None:
+            raise ValueError(f"{path} is not a result file of this benchmark")
+        changed = rejudge(saved)
+        write(saved, path)
+    return saved, changed
 
 
 # -- correctors ---------------------------------------------------------------------------------
@@ -542,6 +585,23 @@ def problem_of(stepper) -> str:
                      "(kelvin-helmholtz, ce-rm) correctors")
 
 
+def corrector_runs(paths: Sequence[Path]) -> list[Path]:
+    """The run directories ``paths`` name: a run (it holds ``config.json``) itself, a folder
+    the runs directly inside it (a folder of committed correctors), in name order."""
+    runs = []
+    for path in map(Path, paths):
+        if (path / "config.json").is_file():
+            runs.append(path)
+            continue
+        inside = sorted(p for p in path.iterdir() if (p / "config.json").is_file()) \
+            if path.is_dir() else []
+        if not inside:
+            raise ValueError(f"{path} is neither a corrector run (config.json and weights) nor "
+                             "a folder of them")
+        runs += inside
+    return runs
+
+
 def load_correctors(paths: Sequence[Path], data_seconds: float | None) -> dict[str, list]:
     """Problem name → ``[(run, stepper, upfront seconds or None)]`` of trained corrector runs
     (:func:`ssmpde.coupling.corrected.stepper_from_checkpoint`)."""
@@ -584,16 +644,21 @@ GRID_COLOURS = ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "
 
 def plot(path: Path, problem: Mapping) -> Path:
     """Correlation time and final error against seconds: the solver's rows one connected
-    curve per grid (step sizes along it), its Pareto front dashed, corrected rows as labelled
-    markers; failed rows listed under the panels. Built on :mod:`ssmpde.plotting`'s helpers."""
+    curve per grid (step sizes along it), its Pareto front dashed on the panel of the metric
+    the problem is judged by, corrected rows as labelled markers (open where a solver run
+    dominates them: ``dominated_by``); failed rows listed under the panels. Built on
+    :mod:`ssmpde.plotting`'s helpers."""
     import numpy as np
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    from ssmpde.plotting import _error_floor, _log_error_axis, _new_figure, _save, _title
+    from ssmpde.coupling.pareto import solver_front
+    from ssmpde.plotting._common import (_error_floor, _log_error_axis, _new_figure, _save,
+                                         _title)
 
     rows = [r for r in problem["rows"] if "failed" not in r]
+    judged = problem.get("accuracy_metric") or "correlation_time"
     # judged by the error (Euler: every run stays correlated over the horizon): one panel
-    by_error = problem.get("accuracy_metric") == "final_rel_l2"
+    by_error = judged == "final_rel_l2"
     metrics = ("final_rel_l2",) if by_error else ("correlation_time", "final_rel_l2")
     width = 8.0 if by_error else 11.0
     fig = _new_figure(figsize=(width, 4.6), dpi=150)
@@ -629,25 +694,24 @@ def plot(path: Path, problem: Mapping) -> Path:
                 ax.annotate(f"{r['time_step']:g}", (r["seconds"], value(r)), fontsize=6,
                             xytext=(2, 4 if i % 2 == 0 else -10), textcoords="offset points",
                             color=colours[n])
-        if by_error:  # the same front the judgement interpolates along
-            front = solver_front(accuracy_rows(rows, metric), "accuracy")
-            right = max(r["seconds"] for r in rows)
-            ax.step([r["seconds"] for r in front] + [right],
-                    [value(r) for r in front] + [value(front[-1])], where="post",
-                    color="0.4", ls="--", lw=0.9, zorder=2, label="solver Pareto front")
-        if metric == "correlation_time":
-            front = solver_front(rows)
+        if metric == judged:  # the front the judgement interpolates along
+            front = solver_front(rows, metric)
             right = max(r["seconds"] for r in rows)  # the front holds on to the right edge
             ax.step([r["seconds"] for r in front] + [right],
-                    [r[metric] for r in front] + [front[-1][metric]], where="post",
+                    [value(r) for r in front] + [value(front[-1])], where="post",
                     color="0.4", ls="--", lw=0.9, zorder=2, label="solver Pareto front")
         corrected = sorted((r for r in rows if r["kind"] == "corrected"),
                            key=lambda r: (r["seconds"], value(r)))
         for r in corrected:
-            ax.scatter(r["seconds"], value(r), marker="h", s=60, color="tab:cyan",
-                       edgecolor="k", lw=0.5, zorder=4,
-                       label="corrected" if "corrected" not in
-                       ax.get_legend_handles_labels()[1] else None)
+            # open: a solver run is as fast and as accurate (the judgement's dominated_by)
+            dominated = bool(r.get("dominated_by"))
+            key = ("corrected, dominated by a solver run" if dominated
+                   else "corrected, no solver run as fast and as accurate")
+            ax.scatter(r["seconds"], value(r), marker="h", s=60,
+                       color="white" if dominated else "tab:cyan",
+                       edgecolor="tab:cyan" if dominated else "k", lw=1.0 if dominated else 0.5,
+                       zorder=4,
+                       label=None if key in ax.get_legend_handles_labels()[1] else key)
             if numbered:  # a number beside the marker, the key under the panels
                 ax.annotate(str(numbered[id(r)]), (r["seconds"], value(r)), fontsize=6.5,
                             xytext=(4, 2), textcoords="offset points", zorder=5)
@@ -794,10 +858,12 @@ def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: 
         print(f"  {row['label']}: " + (f"failed ({row['failed']})" if "failed" in row else
               f"{row['seconds']:.3g} s, correlation time {row['correlation_time']:.3g}"),
               flush=True)
-    judge(rows, "final_rel_l2" if is_euler(name) else "correlation_time")
+    from ssmpde.coupling.pareto import judge
+
+    judge(rows, metric_of_problem(name))  # judged again over all rows as they are saved
     out = {"label": label_problem(name, config), "ndim": evaluation.ndim,
            "step_name": "C" if is_euler(name) else "Δt",
-           "accuracy_metric": "final_rel_l2" if is_euler(name) else "correlation_time",
+           "accuracy_metric": metric_of_problem(name),
            "reference": {"grid": grid, "time_step": step, "seconds": times["seconds"]},
            "horizon": config["horizon"], "record_interval": config["record"],
            "samples": config["samples"], "seed": config["seed"], "spin_up": spun,
@@ -816,9 +882,11 @@ def run_problem(name: str, config: dict, *, correctors: Sequence = (), repeats: 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
-    parser.add_argument("--correctors", nargs="+", type=Path, default=[], metavar="RUN",
-                        help="trained corrector runs (ssmpde train --target correction): each "
-                             "adds a corrected row to its problem")
+    parser.add_argument("--correctors", nargs="+", type=Path, default=[], metavar="PATH",
+                        help="trained corrector runs (ssmpde train --target correction; "
+                             "config.json and weights.safetensors suffice), or folders of "
+                             "them: each is evaluated, nothing is trained, and adds or "
+                             "replaces its corrected row of its problem")
     parser.add_argument("--data-seconds", type=float,
                         help="seconds the correctors' training data took to generate (with "
                              "their training time, the upfront cost of the break-even), for "
@@ -841,7 +909,23 @@ def main(argv=None) -> dict:
                         help="print the tables of --out and stop")
     parser.add_argument("--figures-only", action="store_true",
                         help="redraw the figures from the rows of --out and stop")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="judge the rows of --out again (running nothing), rewrite it, "
+                             "redraw the figures it records, name the rows whose "
+                             "dominated_by changed, and stop")
     args = parser.parse_args(argv)
+    if args.rejudge:
+        saved, changed = rejudge_file(args.out)
+        for name, problem in saved["problems"].items():
+            for row in changed.get(name, ()):
+                print(f"{name}: {row['label']} ({row.get('run')}): dominated_by "
+                      f"{row['dominated_by']}")
+            # the figure the file records, if it lies in --images (an older file's may not)
+            figure = args.images / Path(problem.get("figure", "")).name
+            if problem.get("figure") == portable_path(figure):
+                print(f"wrote {plot(figure, problem)}")
+        print(f"wrote {args.out}")
+        return saved
     if args.table_only or args.figures_only:
         saved = json.loads(args.out.read_text())
         if args.figures_only:
@@ -851,22 +935,20 @@ def main(argv=None) -> dict:
             print(markdown(saved))
         return saved
 
-    correctors = load_correctors(args.correctors, args.data_seconds)
+    try:
+        runs = corrector_runs(args.correctors)
+    except ValueError as error:
+        parser.error(str(error))
+    correctors = load_correctors(runs, args.data_seconds)
     unknown = sorted(set(correctors) - set(args.problems))
     if unknown:
         parser.error(f"--correctors holds correctors of {unknown}, not in --problems")
+    # the file keeps the problems and rows this run does not measure (save: merged, judged)
     result = header("correction")
-    # the problems not run now keep their rows from --out (one file for every problem)
-    kept = {}
-    if args.out.exists() and not args.quick:
-        try:
-            kept = {k: v for k, v in json.loads(args.out.read_text())["problems"].items()
-                    if k not in args.problems}
-        except (ValueError, KeyError, TypeError):
-            kept = {}
-    result.update(clock=args.clock, evaluation=EVALUATION, problems=kept,
+    result.update(clock=args.clock, evaluation=EVALUATION, problems={},
                   settings={"repeats": args.repeats, "budget": args.budget,
                             "quick": args.quick})
+    saved = result
     from ssmpde.threads import limited
 
     # one thread for numba, torch and FFTW, also in a corrector's own coarse solver
@@ -881,13 +963,13 @@ def main(argv=None) -> dict:
                                   repeats=args.repeats, budget=args.budget, clock=args.clock,
                                   check=not args.no_check)
             figure = args.images / f"correction_pareto_{name}.png"
-            plot(figure, problem)
             problem["figure"] = portable_path(figure)
             result["problems"][name] = problem
-            write(result, args.out)
-            print(f"\n{table(problem)}\n", flush=True)
+            saved = save(result, args.out)
+            plot(figure, saved["problems"][name])
+            print(f"\n{table(saved['problems'][name])}\n", flush=True)
     print(f"wrote {args.out}")
-    return result
+    return saved
 
 
 if __name__ == "__main__":

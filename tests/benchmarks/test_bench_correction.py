@@ -4,13 +4,17 @@ a corrected configuration is scored like a solver run, and the break-even arithm
 
 import json
 import math
+import shutil
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from benchmarks import bench_correction
-from benchmarks.bench_correction import (Evaluation, breakeven, corrected_row,
-                                         equal_accuracy_seconds, solver_front, solver_row)
+from benchmarks.bench_correction import Evaluation, corrected_row, solver_row
+from ssmpde.coupling.pareto import (breakeven, dominates, equal_accuracy_seconds, judge,
+                                    solver_front)
 
 FIELDS = ("kind", "label", "model", "coarsening", "seconds", "final_rel_l2",
           "correlation_time", "correlation_time_95")
@@ -139,6 +143,27 @@ def test_a_trained_corrector_adds_a_judged_row(tmp_path):
     with pytest.raises(SystemExit):  # a corrector of a problem not run: a usage error
         bench_correction.main(["--quick", "--problems", "kolmogorov", "--correctors",
                                str(run), "--out", str(out), "--images", str(tmp_path)])
+    # committed correctors: a folder of runs holding only their weights, config and upfront
+    # cost, evaluated again without training; the evaluation replaces the row of the same
+    # run and keeps the rows of others
+    committed = tmp_path / "committed" / "ks-lean-fno-4x1"
+    committed.mkdir(parents=True)
+    for name in ("config.json", "weights.safetensors"):
+        shutil.copy(run / name, committed / name)
+    (committed / "upfront.json").write_text(json.dumps({"data_seconds": 1.0,
+                                                        "train_seconds": 2.0}))
+    for _ in range(2):
+        result = bench_correction.main(["--quick", "--problems", "ks", "--correctors",
+                                        str(tmp_path / "committed"), "--out", str(out),
+                                        "--images", str(tmp_path)])
+        rows = [r for r in result["problems"]["ks"]["rows"] if r["kind"] == "corrected"]
+        assert [r["run"] for r in rows] == ["corrected-4x1", "ks-lean-fno-4x1"]
+        assert rows[1]["upfront_seconds"] == 3.0 and rows[1]["label"] == row["label"]
+        assert json.loads(out.read_text())["problems"]["ks"]["rows"] == \
+            result["problems"]["ks"]["rows"]
+    with pytest.raises(SystemExit):  # a folder without runs
+        bench_correction.main(["--quick", "--problems", "ks", "--correctors", str(data.parent
+                               / "nothing-here"), "--out", str(out)])
 
 
 ROWS = [  # a solver's curve: twice the time buys a longer correlation time
@@ -151,11 +176,12 @@ ROWS = [  # a solver's curve: twice the time buys a longer correlation time
 
 
 def test_the_solver_front_and_its_cost_at_equal_accuracy():
-    assert [r["seconds"] for r in solver_front(ROWS)] == [1.0, 2.0, 8.0]
-    assert equal_accuracy_seconds(ROWS, 3.0) == pytest.approx(2.0)
-    assert equal_accuracy_seconds(ROWS, 4.0) == pytest.approx(4.0)  # halfway, in log time
-    assert equal_accuracy_seconds(ROWS, 0.5) == 1.0  # the cheapest row: an upper bound
-    assert equal_accuracy_seconds(ROWS, 6.0) is None  # no solver row is that accurate
+    metric = "correlation_time"
+    assert [r["seconds"] for r in solver_front(ROWS, metric)] == [1.0, 2.0, 8.0]
+    assert equal_accuracy_seconds(ROWS, 3.0, metric) == pytest.approx(2.0)
+    assert equal_accuracy_seconds(ROWS, 4.0, metric) == pytest.approx(4.0)  # halfway, log time
+    assert equal_accuracy_seconds(ROWS, 0.5, metric) == 1.0  # the cheapest: an upper bound
+    assert equal_accuracy_seconds(ROWS, 6.0, metric) is None  # no solver row is as accurate
 
 
 def test_breakeven():
@@ -169,7 +195,7 @@ def test_breakeven():
 def test_judge_fills_the_corrected_rows():
     rows = [dict(r) for r in ROWS] + [
         {"kind": "corrected", "seconds": 1.0, "correlation_time": 4.0, "upfront_seconds": 30.0}]
-    bench_correction.judge(rows)
+    judge(rows, "correlation_time")
     first, second = rows[-2:]
     assert first["equal_accuracy_solver_seconds"] is None and first["speedup"] is None
     assert second["equal_accuracy_solver_seconds"] == pytest.approx(4.0)
@@ -212,7 +238,7 @@ def test_judge_names_the_solver_rows_that_dominate_and_judges_euler_by_error():
         {"kind": "corrected", "label": "d", "seconds": 2.0, "final_rel_l2": 0.5,
          "correlation_time": 1.0},
     ]
-    bench_correction.judge(rows, "final_rel_l2")
+    judge(rows, "final_rel_l2")
     c, d = rows[2:]
     assert c["dominated_by"] == [] and d["dominated_by"] == ["a"]
     # the solver's error falls 4x (0.4 -> 0.1) as its time grows 8x; log-log, 0.2 is halfway:
@@ -300,3 +326,111 @@ def test_concatenated_seeds_keep_every_trajectory(tmp_path):
              **dict(options, viscosity=1e-3)).close()
     with pytest.raises(ValueError, match="different configurations"):
         concatenated_dataset([tmp_path / "s0.nc", tmp_path / "other.nc"], tmp_path / "x.nc")
+
+
+# -- the result file: merged under its lock, judged over all rows at every write -------------
+SETUP = {"label": "Kolmogorov flow", "horizon": 10.0, "record_interval": 0.1, "samples": 8,
+         "seed": 1000, "reference": {"grid": 256, "time_step": 0.0025},
+         "accuracy_metric": "correlation_time"}
+PLAIN_64 = {"kind": "solver", "label": "64², Δt 0.025", "grid": 64, "time_step": 0.025,
+            "seconds": 0.582, "correlation_time": 4.475, "final_rel_l2": 1.3281}
+PLAIN_128 = {"kind": "solver", "label": "128², Δt 0.0125", "grid": 128, "time_step": 0.0125,
+             "seconds": 6.158, "correlation_time": 8.575, "final_rel_l2": 0.8355}
+
+
+def corrected(label, seconds, correlation_time, run=None):
+    return {"kind": "corrected", "label": label, "grid": 64, "seconds": seconds,
+            "run": run or label, "correlation_time": correlation_time, "final_rel_l2": 1.3}
+
+
+def a_run(*rows, quick=False):
+    """A result as one run of the benchmark makes it: one Kolmogorov problem."""
+    return {"benchmark": "correction", "settings": {"quick": quick},
+            "problems": {"kolmogorov": dict(SETUP, rows=[dict(r) for r in rows])}}
+
+
+def assert_judged_over_all_rows(problem):
+    solvers = [r for r in problem["rows"] if r["kind"] == "solver"]
+    for row in (r for r in problem["rows"] if r["kind"] == "corrected"):
+        assert row["dominated_by"] == [s["label"] for s in solvers
+                                       if dominates(s, row, "correlation_time")], row
+
+
+def test_a_row_added_after_a_judgement_is_judged_with_every_row(tmp_path):
+    """Stale rows: a solver row that a later run adds dominates a corrected row written
+    before it, and the file says so; a row measured again replaces its old self."""
+    out = tmp_path / "correction.json"
+    bench_correction.save(a_run(PLAIN_128, corrected("mine", 1.712, 3.29)), out)
+    assert json.loads(out.read_text())["problems"]["kolmogorov"]["rows"][1]["dominated_by"] \
+        == []
+    saved = bench_correction.save(a_run(PLAIN_64), out)  # another run: the 64² solver row
+    problem = json.loads(out.read_text())["problems"]["kolmogorov"]
+    assert problem == saved["problems"]["kolmogorov"]
+    assert [r["label"] for r in problem["rows"]] == ["128², Δt 0.0125", "mine",
+                                                     "64², Δt 0.025"]
+    assert problem["rows"][1]["dominated_by"] == ["64², Δt 0.025"]
+    assert_judged_over_all_rows(problem)
+    bench_correction.save(a_run(corrected("mine", 0.4, 4.6)), out)  # measured again
+    problem = json.loads(out.read_text())["problems"]["kolmogorov"]
+    assert len(problem["rows"]) == 3 and problem["rows"][1]["dominated_by"] == []
+    assert_judged_over_all_rows(problem)
+    # another setup (a longer horizon) replaces the problem; a quick run the whole file
+    bench_correction.save({**a_run(PLAIN_64), "problems": {"kolmogorov": dict(
+        SETUP, horizon=20.0, rows=[dict(PLAIN_64)])}}, out)
+    assert len(json.loads(out.read_text())["problems"]["kolmogorov"]["rows"]) == 1
+    bench_correction.save(a_run(PLAIN_128, quick=True), out)
+    assert json.loads(out.read_text())["problems"]["kolmogorov"]["rows"][0]["label"] == \
+        "128², Δt 0.0125"
+
+
+def test_two_writers_at_once_keep_each_others_rows(tmp_path, monkeypatch):
+    """Two runs saving into one file at the same time (threads here; each holds the file's
+    write lock in turn): every row of both survives, judged over all of them. The read is
+    slowed, so that writers without the lock would lose rows."""
+    out = tmp_path / "correction.json"
+    read = bench_correction._read_result
+
+    def slow_read(path):
+        saved = read(path)
+        time.sleep(0.02)
+        return saved
+
+    monkeypatch.setattr(bench_correction, "_read_result", slow_read)
+    bench_correction.save(a_run(PLAIN_64, PLAIN_128), out)
+    start = threading.Barrier(2)
+    errors = []
+
+    def writer(name):
+        try:
+            start.wait()
+            for k in range(5):
+                bench_correction.save(a_run(corrected(f"{name} {k}", 0.5 + k, 4.0 + k)), out)
+        except Exception as error:  # noqa: BLE001 - reported by the test below
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    problem = json.loads(out.read_text())["problems"]["kolmogorov"]
+    labels = sorted(r["label"] for r in problem["rows"] if r["kind"] == "corrected")
+    assert labels == sorted(f"{name} {k}" for name in "ab" for k in range(5))
+    assert_judged_over_all_rows(problem)
+    assert not list(tmp_path.glob(".*"))  # no lock or temporary left behind
+
+
+def test_rejudge_corrects_a_stale_file_without_running_anything(tmp_path, capsys):
+    out = tmp_path / "correction.json"
+    bench_correction.save(a_run(PLAIN_64, PLAIN_128, corrected("mine", 1.712, 3.29)), out)
+    stale = json.loads(out.read_text())
+    stale["problems"]["kolmogorov"]["rows"][2]["dominated_by"] = []  # as an old test left it
+    stale["problems"]["kolmogorov"]["figure"] = "correction_pareto_kolmogorov.png"
+    out.write_text(json.dumps(stale))
+    saved = bench_correction.main(["--rejudge", "--out", str(out), "--images", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "kolmogorov: mine (mine): dominated_by ['64², Δt 0.025']" in printed
+    assert saved["problems"]["kolmogorov"]["rows"][2]["dominated_by"] == ["64², Δt 0.025"]
+    assert json.loads(out.read_text()) == saved
+    assert (tmp_path / "correction_pareto_kolmogorov.png").stat().st_size > 10_000
