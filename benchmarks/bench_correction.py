@@ -705,8 +705,7 @@ def plot(path: Path, problem: Mapping) -> Path:
         for r in corrected:
             # open: a solver run is as fast and as accurate (the judgement's dominated_by)
             dominated = bool(r.get("dominated_by"))
-            key = ("corrected, dominated by a solver run" if dominated
-                   else "corrected, no solver run as fast and as accurate")
+            key = "corrected, dominated by a solver run" if dominated else "corrected"
             ax.scatter(r["seconds"], value(r), marker="h", s=60,
                        color="white" if dominated else "tab:cyan",
                        edgecolor="tab:cyan" if dominated else "k", lw=1.0 if dominated else 0.5,
