@@ -45,9 +45,14 @@ coarse predictions unless named on-policy:
 * ``conv-flux-onpolicy-4x``, ``ssno-flux-4x``: as above on the 4x coarser grid.
 
     taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors --out runs/correctors
-    python -m benchmarks.bench_correction --correctors runs/correctors/*
+    python -m benchmarks.bench_correction --correctors runs/correctors
     taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors \
         --problem euler-kh --out runs/euler --epochs 30 --budget 600 --samples 32
+
+Each run directory holds what ``bench_correction --correctors`` needs to evaluate it again
+without training: ``config.json``, ``weights.safetensors`` and ``upfront.json`` (the data
+generation and training seconds of its break-even); a folder of such directories, committed,
+is re-evaluated whole (``--correctors FOLDER``).
 """
 
 from __future__ import annotations
