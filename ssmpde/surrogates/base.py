@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import json
 import typing
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from torch import nn
@@ -74,6 +75,12 @@ class ModelConfig:
     def adapt(cls, task, values: dict[str, Any]) -> dict[str, Any]:
         """Model-specific changes for ``task`` (e.g. a 1D scan on a 1D grid); default none."""
         return {}
+
+    def check_data(self, task, variables: Mapping[str, Mapping[str, Any]]) -> None:
+        """Refuse (ValueError) data whose fields this config cannot mean what they are;
+        default: any. ``variables``: the task's fields' attributes (``role``,
+        ``boundary_conditions``, ``long_name``, ...) by name. Called by training before any
+        work, so an option that needs a particular field (a vorticity) is never fed another."""
 
     @classmethod
     def for_task(cls, task, **values: Any):

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssmpde.data import BOUNDARY_CONDITIONS, ROLE, parse_boundary_conditions
 from ssmpde.solvers.spectral import (VorticityWavenumbers, advection, velocity_spectra,
                                      vorticity_wavenumbers)
 
@@ -99,6 +100,26 @@ class ConvCorrectorConfig(ModelConfig):
         if min(self.grid) < self.kernel:
             raise ValueError(f"convolutional corrector kernel {self.kernel} is wider than the "
                              f"grid {self.grid}")
+
+    def check_data(self, task, variables):
+        """Velocity features read input channel 0 as a 2D periodic vorticity: the task's first
+        field must be one, declared so by the data (named ``vorticity``, role ``state``,
+        periodic in both directions); anything else (an Euler density) is refused."""
+        if not self.velocity:
+            return
+        name = task.fields[0]
+        attrs = variables.get(name, {})
+        text = attrs.get(BOUNDARY_CONDITIONS)
+        periodic = parse_boundary_conditions(text) if text is not None else {}
+        kinds = {kind for pair in periodic.values() for kind in pair}
+        if (name != "vorticity" or attrs.get(ROLE) != "state" or len(periodic) != 2
+                or kinds != {"periodic"}):
+            found = ", ".join(f"{dim}: {' '.join(pair)}" for dim, pair in periodic.items())
+            raise ValueError(
+                f"convolutional corrector velocity features need input channel 0 to be a 2D "
+                f"periodic vorticity (a state variable named 'vorticity', periodic in y and "
+                f"x); this data's first field is {name!r} (role {attrs.get(ROLE)!r}, boundary "
+                f"conditions {found or 'none recorded'}): drop velocity=true")
 
 
 def vorticity_features(vorticity: torch.Tensor,

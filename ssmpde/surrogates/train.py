@@ -473,6 +473,8 @@ def _train(model_name, data, out, preset, model_overrides, config, test_data, re
     # The model's options are checked against the data first: a corrector's coarse
     # predictions take a coarse solve of every stored frame (hours at benchmark sizes).
     model_config = _model_config(model_name, preset, dict(model_overrides or {}), task)
+    with open_dataset(data) as ds:  # what the fields are, for options that need one kind
+        model_config.check_data(task, {name: dict(ds[name].attrs) for name in task.fields})
     # A corrector's coarse predictions (the corrections' statistics), and the differentiable
     # coarse step it is unrolled through (horizon > 1); neither goes into the checkpoint.
     coarse_values = coarse_step = conservative = None

@@ -83,3 +83,33 @@ def test_velocity_features_pass_gradcheck_and_enter_the_model():
     torch.testing.assert_close(model(torch.roll(x, shifts, (2, 3))),
                                torch.roll(model(x), shifts, (2, 3)), rtol=1e-12, atol=1e-12)
     assert model.lift.in_channels == 2 + 3
+
+
+def test_velocity_features_are_refused_on_data_that_is_not_a_periodic_vorticity(tmp_path,
+                                                                               capsys):
+    """An Euler dataset's first field is a density: velocity features would read it as a
+    vorticity and train without a word. Refused before any work (no coarse predictions,
+    no run directory), in one line; the same options on Navier-Stokes data train."""
+    from ssmpde.cli import main
+    from ssmpde.generation import generate
+
+    euler = tmp_path / "eu2.nc"
+    generate("euler", num_samples=2, resolution=16, simulation_resolution=32, final_time=0.2,
+             record_interval=0.1, out=euler, progress=False).close()
+    out = tmp_path / "x"
+    status = main(["train", "conv-corrector", "--data", str(euler), "--window", "1",
+                   "--num-test", "1", "--epochs", "1", "--model-option", "velocity=true",
+                   "--target", "correction", "--coarse", "2x1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2 and "periodic vorticity" in err and "'density'" in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+    ns = tmp_path / "ns.nc"
+    generate("navier-stokes", num_samples=2, resolution=16, simulation_resolution=32,
+             final_time=0.2, record_interval=0.1, viscosity=1e-3, time_step=0.01, out=ns,
+             progress=False).close()
+    status = main(["train", "conv-corrector", "--data", str(ns), "--window", "1",
+                   "--num-test", "1", "--epochs", "1", "--model-option", "velocity=true",
+                   "--model-option", "width=4", "--target", "correction", "--coarse", "2x1",
+                   "--out", str(out)])
+    assert status == 0, capsys.readouterr().err
