@@ -303,6 +303,11 @@ def import_revision(revision: str, into: Path):
         text = re.sub(r"\bimport ssmpde\b", f"import {name}", text)
         text = text.replace('"ssmpde.', f'"{name}.').replace(
             "ssmpde::", f"{name}::").replace("torch.ops.ssmpde.", f"torch.ops.{name}.")
+        # xarray's classes are shared by the process: the baseline's accessor goes under its
+        # own name, or every later ``ds.ssmpde`` (another benchmark, a test in the same
+        # worker) would run the baseline's code.
+        text = re.sub(r'(register_data(?:set|array)_accessor\()"ssmpde"\)', rf'\1"{name}")',
+                      text)
         path.write_text(text)
     spec = importlib.util.spec_from_file_location(
         name, package / "__init__.py", submodule_search_locations=[str(package)])

@@ -83,3 +83,21 @@ def test_cuda_seconds_times_a_kernel():
     x = torch.randn(256, 256, device="cuda")
     elapsed, y = cuda_seconds(lambda: x @ x)
     assert elapsed > 0 and y.shape == (256, 256)
+
+
+def test_a_baseline_revision_leaves_this_package_s_accessor_in_place(tmp_path):
+    """A baseline registers its own ``ds.ssmpde`` on xarray's shared classes; left there,
+    every later ``ds.ssmpde`` in the process ran the baseline's code (a test of the accessor
+    failed with the baseline's SchemaError when it shared a worker with a benchmark test)."""
+    import xarray as xr
+
+    import ssmpde.data.accessor as ours
+    from benchmarks.common import import_revision
+
+    import importlib
+
+    baseline = import_revision("HEAD", tmp_path).__name__.split(".")[0]
+    importlib.import_module(f"{baseline}.data.accessor")
+    assert getattr(xr.Dataset, baseline).__module__ == f"{baseline}.data.accessor"
+    assert xr.Dataset.ssmpde is ours.SsmpdeAccessor
+    assert type(xr.Dataset().ssmpde).__module__ == "ssmpde.data.accessor"
