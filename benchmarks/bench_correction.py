@@ -78,7 +78,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, RESULTS, header, portable_path, when, write
+from benchmarks.common import REPO, RESULTS, header, portable_path, table_row, when, write
 
 IMAGES = REPO / "docs" / "images"
 #: The correlation thresholds: PDE-Refiner's 0.8 and the reference criterion's 0.95.
@@ -776,7 +776,42 @@ def table(problem: Mapping) -> str:
     return "\n".join(lines)
 
 
+#: How the results table names a problem's accuracy metric.
+METRIC_NAMES = {"final_rel_l2": "rel. L2 at the horizon",
+                "correlation_time": "correlation time (≥ 0.8)"}
+
+
+def rows(result: Mapping) -> list[str]:
+    """This benchmark's rows of the results table: per problem, the corrected run with the
+    largest speed-up against the time the plain solver takes for the same accuracy
+    (interpolated along its Pareto front); none for a problem without corrected runs."""
+    lines = []
+    for name, problem in result["problems"].items():
+        metric = problem.get("accuracy_metric") or (
+            "final_rel_l2" if is_euler(name) else "correlation_time")
+        judged = [r for r in problem["rows"]
+                  if r["kind"] == "corrected" and r.get("speedup") is not None]
+        if not judged:
+            continue
+        best = max(judged, key=lambda r: r["speedup"])
+        which = ("the one corrected run" if len(judged) == 1
+                 else f"best of {len(judged)} corrected runs")
+        breakeven_cell = ("" if best.get("breakeven_rollouts") is None else
+                          f"; repays its data and training after {best['breakeven_rollouts']:,}"
+                          " rollouts")
+        lines.append(table_row(
+            f"Learned correction ({which}), {problem['label']}, "
+            f"horizon {problem['horizon']:g}, {problem['samples']} samples",
+            f"{best['seconds']:.3g} s, {METRIC_NAMES[metric]} {best[metric]:.3g} "
+            f"({best['label']}{breakeven_cell})",
+            f"{best['equal_accuracy_solver_seconds']:.3g} s (plain solver at equal accuracy, "
+            "interpolated along its Pareto front)",
+            f"**{best['speedup']:.2g}x**", when(result)))
+    return lines
+
+
 def markdown(result: Mapping) -> str:
+    """The tables of every problem, with when and where they were measured."""
     parts = []
     for problem in result["problems"].values():
         check = problem.get("reference_check") or {}
@@ -787,6 +822,10 @@ def markdown(result: Mapping) -> str:
                      f"{problem['samples']} samples ({when(result)}{note})\n")
         parts.append(table(problem) + "\n")
     return "\n".join(parts)
+
+
+#: The benchmarks page shows these tables (``python -m benchmarks``' sections).
+details = markdown
 
 
 # -- the benchmark ------------------------------------------------------------------------------

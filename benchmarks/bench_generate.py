@@ -124,6 +124,30 @@ def _compute_seconds(equation: str, config: dict, batches: int) -> tuple[float, 
     return compute, writing / batches
 
 
+def details(result: dict) -> str:
+    """The benchmarks page's table: samples per second of each way to run the same dataset,
+    whether the stores are identical, and the cost of one task."""
+    ways = ("one_process_one_thread", "one_process_all_threads", "local_cluster",
+            "local_cluster_cold")
+    lines = [f"| equation (samples {result['samples']}, batch {result['batch_size']}) | "
+             + " | ".join(way.replace("_", " ") for way in ways)
+             + " | cluster over one thread | identical |", "|---|" + "---|" * (len(ways) + 2)]
+    for row in result["rows"]:
+        rates = row["samples_per_second"]
+        lines.append(f"| {row['equation']} | " + " | ".join(f"{rates[w]:.2f}/s" for w in ways)
+                     + f" | {row['speedup_vs_one_thread']:.2f}x | "
+                     f"{'yes' if row['identical'] else 'no'} |")
+    task = result.get("task_overhead")
+    if task:
+        lines.append(f"\nOne task on a {task['workers']}-worker cluster costs "
+                     f"{task['seconds_per_task'] * 1e3:.1f} ms beyond its compute, of which "
+                     f"{task['region_write_seconds'] * 1e3:.1f} ms is the region write "
+                     f"({task['batches']} tiny {task['equation']} batches). Load average "
+                     f"{result['load_before'][0]:.2f} before, {result['load_after'][0]:.2f} "
+                     "after.")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--equations", nargs="+", default=list(WORKLOADS),

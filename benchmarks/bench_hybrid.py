@@ -206,7 +206,9 @@ def table(rows: list[dict], fine_seconds: float) -> str:
             detail = (f"{r['iterations']} it., {r['fine_steps']} fine steps, "
                       f"{r['serial_seconds']:.3f} s on one core")
         elif r["kind"] == "corrected":
-            detail = (f"{1e3 * r['seconds'] / r['corrected']:.2f} ms per step (coarse step "
+            # files from before the 'corrected' step count hold it as 'surrogate'
+            steps = r["corrected"] if "corrected" in r else r["surrogate"]
+            detail = (f"{1e3 * r['seconds'] / steps:.2f} ms per step (coarse step "
                       f"and correction), run {r.get('run', '')}")
         elif "surrogate" in r and r["kind"] != "coarse":
             detail = f"{r['surrogate']} surrogate / {r['solver'] + r['fallback']} solver steps"
@@ -221,7 +223,8 @@ def table(rows: list[dict], fine_seconds: float) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The README section's tables: per problem the rows, the verdict and the indicators."""
+    """The tables of the benchmarks page: per problem the rows, the verdict and the
+    indicators."""
     parts = []
     for problem in result["problems"].values():
         rows = problem["rows"]
@@ -238,6 +241,10 @@ def markdown(result: dict) -> str:
                 f"{k} {v['spearman']:.2f} ({v['seconds_per_step'] * 1e3:.1f} ms per step)"
                 for k, v in quality["indicators"].items()) + ".\n")
     return "\n".join(parts)
+
+
+#: The benchmarks page shows these tables (``python -m benchmarks``' sections).
+details = markdown
 
 
 def redraw(result: dict, images: Path) -> None:

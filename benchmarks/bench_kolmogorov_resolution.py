@@ -305,6 +305,10 @@ def tables(result: dict) -> str:
     return "\n".join(lines)
 
 
+#: The benchmarks page shows these tables (``python -m benchmarks``' sections).
+details = tables
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reynolds", type=float, nargs="+", default=[1000, 500, 250])

@@ -139,6 +139,28 @@ def main(argv=None) -> dict:
     return result
 
 
+#: The models of the benchmarks page's table, in its column order.
+MODEL_COLUMNS = {"ssno_memory": "SS-NO + memory", "ssno_no_memory": "SS-NO",
+                 "fno_1d": "FNO 1D", "geomano_1d": "GeoMaNO 1D"}
+
+
+def details(result: dict) -> str:
+    """The benchmarks page's table: per viscosity and model, the trajectory error (the
+    one-step error; epochs done)."""
+    by = {(r["viscosity"], r["model"]): r for r in result["rows"]}
+    lines = ["| ν | " + " | ".join(MODEL_COLUMNS.values()) + " | paper (SS-NO, 500 epochs) |",
+             "|---|" + "---|" * (len(MODEL_COLUMNS) + 1)]
+    for nu, paper in result["paper_ssno_64_states"].items():
+        cells = []
+        for model in MODEL_COLUMNS:
+            row = by.get((nu, model))
+            cells.append("–" if row is None else
+                         f"{row['test_rel_l2_trajectory']:.2f} "
+                         f"({row['test_rel_l2_one_step']:.3f}; {row['epochs_done']})")
+        lines.append(f"| {nu} | " + " | ".join(cells) + f" | {paper} |")
+    return "\n".join(lines)
+
+
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: per viscosity, SS-NO with memory against
     the FNO (the other models' errors in the ssmpde cell)."""

@@ -212,6 +212,21 @@ def main(argv=None) -> dict:
     return result
 
 
+def details(result: dict) -> str:
+    """The benchmarks page's table: every backbone and mixer, our errors beside the paper's
+    (its RMSE and nRMSE are the released evaluation's, ours PDEBench's)."""
+    lines = ["| backbone | mixer | rel. L2 (ours) | RMSE | nRMSE | training samples seen | "
+             "parameters | paper rel. L2 (RMSE / nRMSE) |", "|---|---|---|---|---|---|---|---|"]
+    for row in result["models"].values():
+        paper = result["paper_table1"].get(f"{row['backbone']}/{row['mixer']}", {})
+        cited = (f"{paper['rel_l2']} ({paper['rmse']} / {paper['nrmse']})" if paper else "–")
+        lines.append(f"| {row['backbone']} | {row['mixer']} | {row['rel_l2']:.4f} | "
+                     f"{row['rmse']:.4f} | {row['nrmse']:.4f} | {row['train_samples']} "
+                     f"({row['epochs_done']} epoch{'s' if row['epochs_done'] != 1 else ''}) | "
+                     f"{row['parameters']:,} | {cited} |")
+    return "\n".join(lines)
+
+
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: per backbone, the Mamba mixer against the
     backbone's own attention."""

@@ -565,8 +565,8 @@ MODEL_NAMES = {"fno": "FNO", "geomano": "GeoMaNO", "lamo": "LaMO", "lean-fno": "
 
 
 def readme_table(result: dict, batch: int = 4) -> str:
-    """The README's table: every preset at ``batch`` (with a ``--baseline``: the ratios to the
-    bound at that revision too)."""
+    """The table of the benchmarks page: every preset at ``batch`` (with a ``--baseline``: the
+    ratios to the bound at that revision too)."""
     before = result.get("baseline")
     lines = ["| model | preset | parameters | GFLOP fwd | fwd ms | fwd+bwd ms | GFLOP/s fwd | "
              "fwd / bound | fwd+bwd / bound | bf16 fwd ms (rel. L2) | compiled fwd ms |"
@@ -599,6 +599,11 @@ def readme_table(result: dict, batch: int = 4) -> str:
                             for k in ("forward", "forward_backward"))
         lines.append(line)
     return "\n".join(lines)
+
+
+def details(result: dict) -> str:
+    """The benchmarks page's table below the rows: every model and preset at batch 4."""
+    return readme_table(result)
 
 
 def rows(result: dict) -> list[str]:

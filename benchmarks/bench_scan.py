@@ -434,9 +434,42 @@ def rows(result: dict) -> list[str]:
     return lines
 
 
+def details(result: dict) -> str:
+    """The benchmarks page's table: every CPU case (state sizes 4 and 16) with the peak
+    memory of each side, or every GPU case of ``scan_gpu.json``."""
+    if result["benchmark"] == "selective_scan_gpu":
+        cuda = result.get("cuda") or {}
+        lines = ["| case | ours ms (MiB) | other ms (MiB) | speed ratio | largest rel. "
+                 "difference |", "|---|---|---|---|---|"]
+        for key, row in cuda.get("1d", {}).items():
+            for name in ("triton", "recurrent"):
+                if name in row and "mamba" in row:
+                    ratio = row["speed_ratio" if name == "triton" else "speed_ratio_recurrent"]
+                    lines.append(f"| 1D {key} ({name}) | {row[name]['seconds'] * 1e3:.3f} "
+                                 f"({row[name]['peak_mib']:.0f}) | mamba-ssm "
+                                 f"{row['mamba']['seconds'] * 1e3:.3f} "
+                                 f"({row['mamba']['peak_mib']:.0f}) | {ratio:.2f}x | "
+                                 f"{row['max_rel_diff_forward']:.1e} |")
+        for key, row in cuda.get("2d", {}).items():
+            lines.append(f"| 2D {key} | {row['triton']['seconds'] * 1e3:.3f} "
+                         f"({row['triton']['peak_mib']:.0f}) | PyTorch loop "
+                         f"{row['loop']['seconds'] * 1e3:.1f} ({row['loop']['peak_mib']:.0f}) | "
+                         f"{row['speedup']:.0f}x | – |")
+        return "\n".join(lines)
+    lines = ["| scan | state | PyTorch loop s | ssmpde CPU s | speed-up | loop peak MiB | "
+             "CPU peak MiB |", "|---|---|---|---|---|---|---|"]
+    for key, row in result["cpu"].items():
+        kind, state = key.split("_state")
+        memory = result["peak_memory_mib"][key]
+        lines.append(f"| {kind.upper()} | {state} | {row['loop_seconds']:.3f} | "
+                     f"{row['cpu_seconds']:.4f} | {row['speedup']:.0f}x | {memory['loop']:.0f} | "
+                     f"{memory['cpu']:.0f} |")
+    return "\n".join(lines)
+
+
 def _gpu_rows(result: dict) -> list[str]:
     lines, cuda = [], result["cuda"]
-    measured = f"{result['date'][:10]}, {cuda['device']}"
+    measured = when({**result, "machine": {"cpus": 1, "processor": cuda["device"]}})
     for key, row in cuda["1d"].items():
         if "mamba" not in row or not key.startswith(("mamba_", "geomano_44x44_", "rows_64_")):
             continue

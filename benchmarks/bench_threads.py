@@ -238,6 +238,25 @@ def main(argv=None) -> dict:
     return result
 
 
+def details(result: dict) -> str:
+    """The benchmarks page's table: per phase and setting, the medians (wall seconds) of the
+    whole call, the hybrid row and its parts, and the speed-up over every pool on every
+    core; then the CPU that idle OpenMP threads burn."""
+    lines = ["| phase (runnable processes) | setting | call s | hybrid s | surrogate part s | "
+             "solver part s | speed-up of the call |", "|---|---|---|---|---|---|---|"]
+    for phase, data in result["phases"].items():
+        for setting, s in data["seconds"].items():
+            speedup = data["speedup_vs_every_core"].get(setting)
+            lines.append(f"| {phase} ({data['runnable_processes_mean']}) | {setting} | "
+                         f"{s['call']:.3f} | {s['hybrid']:.3f} | {s['hybrid_surrogate']:.3f} | "
+                         f"{s['hybrid_solver']:.3f} | "
+                         f"{'–' if speedup is None else f'{speedup:.2f}x'} |")
+    spin = result["spin_cpu_seconds_per_idle_second"]
+    lines.append("\nCPU seconds that idle OpenMP threads burn per idle second: " + ", ".join(
+        f"{order} {seconds:.3f}" for order, seconds in spin.items()) + ".")
+    return "\n".join(lines)
+
+
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: the rollout under load, each setting."""
     setup, loaded = result["setup"], result["phases"]["loaded"]

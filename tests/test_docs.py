@@ -42,6 +42,20 @@ def test_site_builds_strictly(site):
         assert f'id="ssmpde.solvers.{module.stem}"' in api, module.stem
 
 
+def test_benchmarks_page_is_generated_from_the_results(site):
+    # One section per results file, each with its rows as the results table has them: the
+    # page and benchmarks/results/table.md cannot disagree, and no marker is left unexpanded.
+    from benchmarks.__main__ import SECTIONS, rows_of
+
+    page = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
+    assert "<!-- benchmark:" not in page
+    for section in SECTIONS:
+        assert f'id="{section.name}"' in page, section.name
+        for row in rows_of(section.name)[:1]:
+            first_cell = row.split(" | ")[0].removeprefix("| ")
+            assert html.escape(first_cell, quote=False) in page, (section.name, first_cell)
+
+
 _CSS_URL = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])([^'")\s]+)""")
 _REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
 

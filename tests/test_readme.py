@@ -43,9 +43,18 @@ def _fitted(text: str) -> dict:
     return settings
 
 
-def _tables(path: Path):
-    """(header cells, [(line number, cells)]) of every Markdown table in ``path``."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+def _pages() -> list[tuple[str, str, str | None]]:
+    """(name, text, the model a page is about) of the README and the model pages. The
+    benchmarks page is not among them: its tables are generated from the results files, and
+    a count there is that of the model at the commit its row names."""
+    return [(README.name, README.read_text(encoding="utf-8"), None),
+            *((path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"),
+               path.stem.replace("_", "-")) for path in MODEL_PAGES)]
+
+
+def _tables(text: str):
+    """(header cells, [(line number, cells)]) of every Markdown table in ``text``."""
+    lines = text.splitlines()
     number = 0
     while number < len(lines):
         if lines[number].lstrip().startswith("|") and number + 1 < len(lines) \
@@ -65,10 +74,8 @@ def _claims() -> list[tuple[str, int, str, str, dict]]:
     """Every parameter count printed in the README and docs/models: (file, line, count,
     model, build_model settings)."""
     claims = []
-    for path in [README, *MODEL_PAGES]:
-        name = path.relative_to(ROOT).as_posix()
-        page_model = path.stem.replace("_", "-") if path != README else None
-        for header, rows in _tables(path):
+    for name, page, page_model in _pages():
+        for header, rows in _tables(page):
             column = next((i for i, h in enumerate(header) if h.startswith("parameters")), None)
             if column is None:
                 continue
@@ -90,8 +97,7 @@ def _claims() -> list[tuple[str, int, str, str, dict]]:
                     if match[2] or mixers:
                         extra["mixer"] = match[2] or mixers[k]
                     claims.append((name, line, match[1], model, extra))
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for line, text in enumerate(lines, 1):
+        for line, text in enumerate(page.splitlines(), 1):
             built = re.search(r'build_model\("([\w-]+)", preset="([\w-]+)"\).*?(' + COUNT
                               + r") parameters", text)
             if built:
@@ -115,12 +121,13 @@ def test_every_parameter_count_is_found():
     # A count written some new way must be added to _claims, not skipped silently: every
     # number with thousands separators followed by "parameters" is one of the claims.
     claimed = {(name, value) for name, _, value, _, _ in _claims()}
-    for path in [README, *MODEL_PAGES]:
-        name = path.relative_to(ROOT).as_posix()
-        text = " ".join(path.read_text(encoding="utf-8").split())
+    for name, text, _ in _pages():
+        text = " ".join(text.split())
         for match in re.finditer(rf"({COUNT})(?=[^|.]{{0,30}}?\bparameters\b)", text):
             assert (name, match[1]) in claimed, f"{name}: {match[1]} parameters is not checked"
-    assert len(claimed) > 40
+    # the model pages hold 28 counts; the README's benchmark tables, which held as many more,
+    # are generated from the results files now (docs/benchmarks.md)
+    assert len(claimed) > 20
 
 
 @pytest.mark.parametrize("name, line, value, model, settings", _claims(),

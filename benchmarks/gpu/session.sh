@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of ssmpde, as run on a lent CUDA machine without network (see the README's
-# "Benchmarks"), from the repository root. The long steps run detached, so that a later call
+# The GPU checks of ssmpde, as run on a lent CUDA machine without network (see
+# docs/benchmarks.md, "Selective scans on a GPU"), from the repository root. The long steps run detached, so that a later call
 # can collect them, and log to $LOGS (default /tmp/ssmpde-gpu): the mamba-ssm build
 # (mamba_build.log), the training (train.log); the tuning sweep writes its result there
 # (tune.json). The other steps print to the terminal.

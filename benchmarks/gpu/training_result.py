@@ -1,4 +1,6 @@
-"""Write a GPU training run's figures to ``benchmarks/results/training_darcy_gpu.json``.
+"""GeoMaNO's Darcy preset trained on a GPU, against the paper's test error and time per epoch.
+
+Writes a GPU training run's figures to ``benchmarks/results/training_darcy_gpu.json``.
 
 ``session.sh train N`` trains the GeoMaNO ``darcy`` preset on 1000 / 200 FNO Darcy samples at
 85²; this reads the run's ``metrics.jsonl`` (one line per epoch: seconds, test relative L2) and
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS, header, table_row, write
+from benchmarks.common import RESULTS, header, table_row, when, write
 
 PAPER = {"test_rel_l2": 0.0036, "seconds_per_epoch": 23.98}
 
@@ -61,7 +63,7 @@ def rows(result: dict) -> list[str]:
                       f"{result['seconds_per_epoch_median']:.1f} on a shared GPU)",
                       f"paper: {paper['test_rel_l2']}; {paper['seconds_per_epoch']} s/epoch",
                       f"{paper['seconds_per_epoch'] / result['seconds_per_epoch_min']:.1f}x "
-                      "epoch speed", f"{result['date'][:10]}, {result['device']}")]
+                      "epoch speed", when({**result, "machine": {"cpus": 1, "processor": result["device"]}}))]
 
 
 if __name__ == "__main__":

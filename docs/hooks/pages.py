@@ -10,17 +10,25 @@ Two markers, each alone on its line:
 * ``<!-- examples -->`` becomes one section per script in ``examples/``: its docstring's first
   line as the heading and the whole script as a code block (included by pymdownx.snippets, so
   the page always shows the code the test suite runs).
+* ``<!-- benchmark: NAME -->`` becomes the section of ``benchmarks/results/NAME.json``: what
+  the benchmark compares and how (its module's docstring), its rows of the results table and
+  its fuller table, formatted by the benchmark's own module
+  (:func:`benchmarks.__main__.section`), so no figure on the page is copied by hand.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 API_MARKER = re.compile(r"^<!-- api-modules: ([A-Za-z_][\w.]*) -->$", re.MULTILINE)
 EXAMPLES_MARKER = re.compile(r"^<!-- examples -->$", re.MULTILINE)
+BENCHMARK_MARKER = re.compile(r"^<!-- benchmark: ([\w-]+) -->$", re.MULTILINE)
 
 
 def _public_children(package: str) -> list[tuple[str, bool]]:
@@ -77,7 +85,31 @@ def _examples(_: re.Match) -> str:
     return "\n".join(sections)
 
 
+@functools.cache
+def _docstring_markup():
+    """``rst_docstrings.markdown_docstring``: the docstrings' Sphinx roles and math as the API
+    pages show them."""
+    spec = importlib.util.spec_from_file_location("rst_docstrings",
+                                                  Path(__file__).with_name("rst_docstrings.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.markdown_docstring
+
+
+def _benchmark(match: re.Match) -> str:
+    if str(ROOT) not in sys.path:  # mkdocs' own script does not put the repository first
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.__main__ import SECTIONS, section
+
+    name = match.group(1)
+    if name not in {s.name for s in SECTIONS}:
+        raise ValueError(f"<!-- benchmark: {name} -->: no such results file in "
+                         "benchmarks.__main__.SECTIONS")
+    return section(name, markup=_docstring_markup())
+
+
 def on_page_markdown(markdown: str, **kwargs) -> str:
     """Replace the markers of a page by their generated Markdown."""
     markdown = API_MARKER.sub(_api_blocks, markdown)
+    markdown = BENCHMARK_MARKER.sub(_benchmark, markdown)
     return EXAMPLES_MARKER.sub(_examples, markdown)
