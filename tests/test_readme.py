@@ -163,7 +163,7 @@ SAMPLES = 4
 MODEL_SIZES = {
     "fno": ["width=8", "modes=[4,4]"],
     "geomano": ["width=8", "depth=1", "state_size=4"],
-    "ssno": ["width=8", "lifting=8", "depth=1", "state_size=4", "memory_state_size=4"],
+    "ssno": ["width=8", "mlp_ratio=1", "depth=1", "state_size=4", "memory_state_size=4"],
     "lean-fno": ["width=8"],
 }
 #: Written values replaced (each must occur: a README that drops one fails the test).
