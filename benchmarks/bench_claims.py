@@ -87,7 +87,7 @@ class Claim:
 
 # The sizes fit about an hour of one core per claim (three seeds); --quick shrinks them all.
 DARCY = dict(preset="fno", resolution=43, simulation_resolution=85)
-KS32 = dict(preset="lpsda-nu0.075", resolution=32, simulation_resolution=64)
+KS32 = dict(preset="lpsda-nu0.075", resolution=32, simulation_resolution=256)
 CLAIMS = (
     Claim("ssno-damping", "SS-NO (Table 2, KS ν 0.075, state 16)",
           "learnable damping matters most at a small state and low viscosity: All 0.0115, "
