@@ -421,8 +421,12 @@ class Normalizer:
         """
         if kind not in NORMALIZATIONS:
             raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {kind!r}")
-        total = sq = low = high = None
+        total = sq = low = high = shift = None
         count = 0
+        # The sums are of x - shift, shift being one value of the channel: sq/n - mean**2 of
+        # the raw values cancels to a rounding residue (~1e-17 mean**2, so a std ~1e-9 mean)
+        # for a constant channel, which then escaped the constant test below, and `range`
+        # divided by its exact zero half-range (NaN). Shifted, a constant channel sums to 0.
         # NaN, infinity or overflow in the sums make the statistics non-finite, refused below
         # in one line (numpy's RuntimeWarnings would print before it).
         with np.errstate(invalid="ignore", over="ignore"):
@@ -431,15 +435,20 @@ class Normalizer:
                 if total is None:
                     total, sq = np.zeros(a.shape[0]), np.zeros(a.shape[0])
                     low, high = np.full(a.shape[0], np.inf), np.full(a.shape[0], -np.inf)
-                total += a.sum(axis=1)
-                sq += np.square(a).sum(axis=1)
-                if a.shape[1]:
-                    low, high = np.minimum(low, a.min(axis=1)), np.maximum(high, a.max(axis=1))
+                if not a.shape[1]:
+                    continue
+                if shift is None:
+                    shift = a[:, 0].copy()
+                centred = a - shift[:, None]
+                total += centred.sum(axis=1)
+                sq += np.square(centred).sum(axis=1)
+                low, high = np.minimum(low, a.min(axis=1)), np.maximum(high, a.max(axis=1))
                 count += a.shape[1]
             if total is None:
                 raise ValueError("cannot fit a normaliser on no data")
-            mean = total / count
-            var = np.maximum(sq / count - mean ** 2, 0.0)
+            offset = total / count
+            mean = offset + (0.0 if shift is None else shift)
+            var = np.maximum(sq / count - offset ** 2, 0.0)
             std = np.sqrt(var)
         if not (np.isfinite(mean).all() and np.isfinite(std).all()):
             raise ValueError("the training data contain NaN or inf, or values too large for "

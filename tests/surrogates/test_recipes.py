@@ -41,6 +41,17 @@ def ks(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def ks_viscous(tmp_path_factory):
+    """KS whose one viscosity, 0.075, is not a binary fraction: over three training samples
+    of 32 points its raw-value variance was a rounding residue, not zero."""
+    path = tmp_path_factory.mktemp("recipes") / "ks_viscous.nc"
+    generate("kuramoto-sivashinsky", num_samples=4, seed=0, out=path, progress=False,
+             resolution=32, simulation_resolution=64, domain_length=22.0, viscosity=0.075,
+             final_time=1.0, record_interval=0.25, time_step=0.05)
+    return path
+
+
 def _resolved(model, variant):
     config = TrainConfig.recipe(model, "paper", variant)
     fields = dict(resolve_recipe(model, "paper", variant=variant).fields)
@@ -284,6 +295,34 @@ def test_range_normalisation_trains_and_maps_the_training_data_onto_minus_one_to
     assert result["pooled_rel_l2"] == pytest.approx(np.mean(by_hand), rel=1e-5)
     assert result["pooled_rel_l2"] != pytest.approx(result["rel_l2"], rel=1e-3)
     assert (result["epoch"], result["best_epoch"]) == (1, 1)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "range"])
+@pytest.mark.parametrize("value, samples", [(0.075, 3), (0.1, 6), (0.3, 3)])
+def test_a_constant_channel_is_constant_whatever_the_rounding(kind, value, samples):
+    # Regression: sq/n - mean**2 of these raw values is ~1e-17, not 0, so the channel (std
+    # ~1e-9) was not found constant; `range` kept its exact zero half-range and encoded NaN.
+    arrays = [np.full((1, 32), value)] * samples
+    fitted = Normalizer.fit(arrays, kind=kind)
+    assert (fitted.mean, fitted.std) == ([value], [1.0])
+    assert torch.equal(fitted.encode(torch.full((2, 1, 32), value, dtype=torch.float64)),
+                       torch.zeros(2, 1, 32, dtype=torch.float64))
+    with pytest.raises(ValueError, match="never change"):
+        Normalizer.fit(arrays, names=["u"], kind=kind)
+
+
+def test_range_normalisation_trains_with_a_constant_conditioning_channel(ks_viscous, tmp_path):
+    # Regression: one viscosity (0.075) for every sample gave a NaN loss at epoch 1, batch 1
+    # under `range` (SS-NO's paper recipe), whatever the model.
+    run = tmp_path / "run"
+    metrics = train("lamo", ks_viscous, out=run, preset="1d",
+                    model_overrides=dict(TINY_LAMO, grid=(32,)),
+                    config=TrainConfig(epochs=1, batch_size=2, window=2, horizon=2, num_test=1,
+                                       normalization="range", noise_std=0.001),
+                    progress=False)
+    assert np.isfinite(metrics["train_loss"]) and np.isfinite(metrics["test_pooled_rel_l2"])
+    conditioning = normalizers_of(read_record(run / "config.json"))["conditioning"]
+    assert (conditioning.mean, conditioning.std) == ([0.075], [1.0])
 
 
 def test_mse_loss_without_normalisation_trains_with_adam(darcy, tmp_path, monkeypatch):
