@@ -4,7 +4,9 @@ at an equal CPU budget per model, for the three SS-NO viscosities.
 For each viscosity (``lpsda-nu0.075``, ``lpsda-nu0.1``, ``lpsda-nu0.125``: 128 points,
 Δt = 0.1, T = 5, 51 frames) and model: train with teacher forcing on one-step windows of
 ``--window`` frames (AdamW, cosine schedule, lr 1e-3, weight decay 1e-4, Gaussian input
-noise σ = 0.001: the paper's recipe), stop when the budget of wall-clock seconds on one core is
+noise σ = 0.001, batch 32: the SS-NO paper's settings, set by hand; the rest are the package's
+defaults, Gaussian normalisation among them, where ``--recipe paper``, which came later,
+normalises to [-1, 1]), stop when the budget of wall-clock seconds on one core is
 spent (the cosine schedule is sized from a timed first epoch), then roll out every test
 trajectory from its first ``window`` frames to T and report the full-trajectory relative L2,
 next to the last epoch's one-step (teacher-forced) test relative L2. Runs go ``--jobs`` at a time, each on one thread.
@@ -27,10 +29,21 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchmarks.common import RESULTS, header, seconds, table_row, when, write
+from benchmarks.common import (
+    RESULTS,
+    header,
+    model_configuration,
+    seconds,
+    table_row,
+    training_recipe,
+    when,
+    write,
+)
 
 VISCOSITIES = ("0.075", "0.1", "0.125")
 PAPER = {"0.075": 0.0086, "0.1": 0.0026, "0.125": 0.0013}
+#: The training settings every model gets (with the window, teacher forcing and one step).
+SETTINGS = dict(batch_size=32, lr=1e-3, weight_decay=1e-4, noise_std=0.001, schedule="cosine")
 #: label: (model, preset, overrides)
 MODELS = {
     "ssno_memory": ("ssno", "ks", {}),
@@ -72,9 +85,8 @@ def _run_one(label, nu, train_file, test_file, budget, window, test, runs):
     from ssmpde.surrogates.train import TrainConfig, evaluate, load_checkpoint, train
 
     name, preset, overrides = MODELS[label]
-    common = dict(batch_size=32, lr=1e-3, weight_decay=1e-4, noise_std=0.001,
-                  schedule="cosine", window=window, horizon=1, mode="teacher-forcing",
-                  num_test=test, seed=0)
+    common = dict(SETTINGS, window=window, horizon=1, mode="teacher-forcing", num_test=test,
+                  seed=0)
     probe = runs / f"{label}-{nu}-probe"
     shutil.rmtree(probe, ignore_errors=True)
     epoch_seconds, _ = seconds(lambda: train(
@@ -87,8 +99,10 @@ def _run_one(label, nu, train_file, test_file, budget, window, test, runs):
         name, train_file, out=run, preset=preset, model_overrides=overrides,
         config=TrainConfig(epochs=epochs, **common), progress=False, time_limit=budget))
     evaluation = evaluate(run, test_file)
-    model, _ = load_checkpoint(run)
+    model, record = load_checkpoint(run)
     return {"model": label, "viscosity": nu, "parameters": parameter_count(model),
+            "model_config": record["model_config"], "train_config": record["train_config"],
+            "recipe": record.get("recipe"),
             "epoch_seconds": epoch_seconds, "epochs_planned": epochs,
             "epochs_done": metrics["epoch"], "train_seconds": train_seconds,
             "final_train_loss": metrics["train_loss"],
@@ -163,26 +177,44 @@ def details(result: dict) -> str:
 
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: per viscosity, SS-NO with memory against
-    the FNO (the other models' errors in the ssmpde cell)."""
+    the FNO (the other models' errors in the ssmpde cell), each model's preset (and layout)
+    and the training all had (:func:`benchmarks.common.model_configuration`,
+    :func:`~benchmarks.common.training_recipe`: from the JSON where it records them, else from
+    the result's date)."""
     lines = []
     by = {(r["viscosity"], r["model"]): r for r in result["rows"]}
+    settings = dict(SETTINGS, window=result["window"], mode="teacher-forcing")
     for nu, paper in result["paper_ssno_64_states"].items():
         ssno_row, fno_row = by.get((nu, "ssno_memory")), by.get((nu, "fno_1d"))
         if not (ssno_row and fno_row):
             continue
         error = {label: row["test_rel_l2_trajectory"] for (v, label), row in by.items()
                  if v == nu}
-        others = ", ".join(f"{label.replace('_', ' ')} {error[label]:.3f}"
+        others = ", ".join(f"{_model(label, by[nu, label], result)}: {error[label]:.3f}"
                            for label in ("ssno_no_memory", "geomano_1d") if label in error)
         lines.append(table_row(
             f"KS lpsda ν {nu}, 128 points: trajectory rel. L2 after "
             f"{result['budget_seconds_per_model']:.0f} s CPU per model (paper, 500 epochs: "
-            f"{paper})",
-            f"{ssno_row['test_rel_l2_trajectory']:.3f} (SS-NO with memory, "
-            f"{ssno_row['epochs_done']} epochs; {others})",
-            f"{fno_row['test_rel_l2_trajectory']:.3f} (FNO 1D, {fno_row['epochs_done']} epochs)",
+            f"{paper}); all trained with "
+            f"{training_recipe(result, ssno_row, settings, rollout=True)}",
+            f"{ssno_row['test_rel_l2_trajectory']:.3f} "
+            f"({_model('ssno_memory', ssno_row, result)}, {ssno_row['epochs_done']} epochs; "
+            f"{others})",
+            f"{fno_row['test_rel_l2_trajectory']:.3f} ({_model('fno_1d', fno_row, result)}, "
+            f"{fno_row['epochs_done']} epochs)",
             f"{error['ssno_memory'] / error['fno_1d']:.2f}", when(result)))
     return lines
+
+
+#: The models' names in the rows.
+MODEL_NAMES = {"ssno": "SS-NO", "fno": "FNO", "geomano": "GeoMaNO"}
+
+
+def _model(label: str, row: dict, result: dict) -> str:
+    """``label``'s model in words: its name, preset, layout and overrides."""
+    name, preset, overrides = MODELS[label]
+    return (f"{MODEL_NAMES[name]} "
+            + model_configuration(name, preset, result, row.get("model_config"), overrides))
 
 
 if __name__ == "__main__":

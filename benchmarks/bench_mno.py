@@ -49,7 +49,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.bench_training import _subset_file, _test_file, budget_plan
-from benchmarks.common import RESULTS, header, portable_path, seconds, table_row, when, write
+from benchmarks.common import (RESULTS, header, model_configuration, portable_path, seconds,
+                               table_row, training_recipe, when, write)
 from ssmpde.core import relative_l2
 
 BACKBONES = ("galerkin", "gnot", "oformer")
@@ -201,7 +202,8 @@ def main(argv=None) -> dict:
                "train_samples": plan["train_samples"], "epochs_planned": epochs,
                "epochs_done": metrics["epoch"], "train_seconds": elapsed,
                "final_train_loss": metrics["train_loss"],
-               "model_config": record["model_config"]}
+               "model_config": record["model_config"], "train_config": record["train_config"],
+               "recipe": record.get("recipe")}
         result["models"][name] = row
         print(f"{name}: {row['parameters']:,} parameters, {metrics['epoch']}/{epochs} epochs in "
               f"{elapsed:.0f} s, RMSE {row['rmse']:.4f}, nRMSE {row['nrmse']:.4f}, "
@@ -229,7 +231,9 @@ def details(result: dict) -> str:
 
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: per backbone, the Mamba mixer against the
-    backbone's own attention."""
+    backbone's own attention, the preset (and layout) and the training both had
+    (:func:`benchmarks.common.model_configuration`, :func:`~benchmarks.common.training_recipe`:
+    from the JSON where it records them, else from the result's date)."""
     lines = []
     models, paper = result["models"], result["paper_table1"]
     for backbone in BACKBONES:
@@ -238,9 +242,13 @@ def rows(result: dict) -> list[str]:
             continue
         cited = (f"paper: {paper[f'{backbone}/mamba']['rel_l2']} vs "
                  f"{paper[f'{backbone}/attention']['rel_l2']}")
+        configuration = model_configuration("mno", backbone, result, mamba.get("model_config"),
+                                            result.get("model_options"))
+        recipe = training_recipe(result, mamba, result["settings"], gradient_loss=True)
         lines.append(table_row(
             f"MNO {backbone} on pdebench-like Darcy 64², mamba vs attention mixer, "
-            f"{result['budget_seconds']:.0f} s CPU each (test rel. L2; {cited})",
+            f"{result['budget_seconds']:.0f} s CPU each (test rel. L2; {cited}); "
+            f"models: {configuration}; both trained with {recipe}",
             f"{mamba['rel_l2']:.4f} (mamba; {mamba['epochs_done']} epochs over "
             f"{mamba['train_samples']} samples)",
             f"{attention['rel_l2']:.4f} (attention; {attention['epochs_done']} epochs over "

@@ -74,6 +74,8 @@ from benchmarks.common import (
     header,
     import_revision,
     interleaved,
+    model_configuration,
+    preset_layout,
     sampled,
     seconds,
     table_row,
@@ -565,8 +567,8 @@ MODEL_NAMES = {"fno": "FNO", "geomano": "GeoMaNO", "lamo": "LaMO", "lean-fno": "
 
 
 def readme_table(result: dict, batch: int = 4) -> str:
-    """The table of the benchmarks page: every preset at ``batch`` (with a ``--baseline``: the
-    ratios to the bound at that revision too)."""
+    """The table of the benchmarks page: every preset (and its layout at the result's date) at
+    ``batch`` (with a ``--baseline``: the ratios to the bound at that revision too)."""
     before = result.get("baseline")
     lines = ["| model | preset | parameters | GFLOP fwd | fwd ms | fwd+bwd ms | GFLOP/s fwd | "
              "fwd / bound | fwd+bwd / bound | bf16 fwd ms (rel. L2) | compiled fwd ms |"
@@ -587,7 +589,8 @@ def readme_table(result: dict, batch: int = 4) -> str:
             compiled = (f"{s['forward_compiled'] * 1e3:.0f}" if "forward_compiled" in s
                         else info["status"])
         line = (
-            f"| {MODEL_NAMES.get(entry['model'], entry['model'])} | {entry['preset']} | "
+            f"| {MODEL_NAMES.get(entry['model'], entry['model'])} | {entry['preset']}"
+            f"{preset_layout(entry['model'], entry['preset'], result)} | "
             f"{entry['parameters']:,} | {row['flops']['forward'] / 1e9:.2f} | "
             f"{s['forward'] * 1e3:.1f} | {backward} | {row['gflops']['forward']:.1f} | "
             f"{ratio['forward']:.1f} | {backward_ratio} | "
@@ -608,7 +611,8 @@ def details(result: dict) -> str:
 
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table: each model's compiled preset (else its
-    first) at batch 4, the training step against the compute bound."""
+    first) at batch 4, the training step against the compute bound (the preset's layout at
+    the result's date: :func:`benchmarks.common.model_configuration`)."""
     out = []
     for name in dict.fromkeys(e["model"] for e in result["models"]):
         entries = [e for e in result["models"] if e["model"] == name and "4" in e["batches"]]
@@ -618,7 +622,9 @@ def rows(result: dict) -> list[str]:
                       == e["preset"]), entries[0])
         row = entry["batches"]["4"]
         kind = "forward_backward" if "forward_backward" in row["seconds"] else "forward"
-        label = (f"{MODEL_NAMES.get(name, name)} {entry['preset']} preset, "
+        configuration = model_configuration(name, entry["preset"], result,
+                                            overrides=entry.get("overrides"))
+        label = (f"{MODEL_NAMES.get(name, name)} {configuration}, "
                  f"{'fwd+bwd' if kind == 'forward_backward' else 'fwd'}, batch 4, 1 thread: "
                  "time against the compute bound")
         now = f"{row['seconds'][kind] * 1e3:.0f} ms ({row['gflops'][kind]:.1f} GFLOP/s)"

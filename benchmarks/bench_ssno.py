@@ -16,7 +16,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import RESULTS, header, interleaved, table_row, when, write
+from benchmarks.common import (
+    RESULTS,
+    header,
+    interleaved,
+    model_configuration,
+    table_row,
+    when,
+    write,
+)
 
 
 def step(model, x):
@@ -67,9 +75,11 @@ def main(argv=None) -> dict:
 
 
 def rows(result: dict) -> list[str]:
-    """This benchmark's row of the results table."""
+    """This benchmark's row of the results table (with the preset's layout at the result's
+    date: :func:`benchmarks.common.model_configuration`)."""
     s, m = result["seconds_per_step"], result["model"]
-    return [table_row(f"SS-NO ks preset, train step (fwd+bwd), batch {m['batch']} at "
+    return [table_row(f"SS-NO {model_configuration('ssno', m['preset'], result)}, train step "
+                      f"(fwd+bwd), batch {m['batch']} at "
                       f"{m['grid'][0]} points, window {m['window']}",
                       f"{s['fft'] * 1e3:.0f} ms (S4D by FFT)",
                       f"{s['reference']:.2f} s (loop recurrence)",

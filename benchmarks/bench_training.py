@@ -21,7 +21,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import RESULTS, header, portable_path, seconds, table_row, when, write
+from benchmarks.common import (
+    RESULTS,
+    header,
+    model_configuration,
+    portable_path,
+    seconds,
+    table_row,
+    training_recipe,
+    when,
+    write,
+)
 
 #: The papers' test relative L2 after 500 epochs (LaMO, GeoMaNO, and the FNO paper's own).
 PAPERS = {"darcy": {"lamo": 0.0039, "geomano": 0.0036, "fno": 0.0108},
@@ -124,7 +134,7 @@ def main(argv=None) -> dict:
 
     result = header(f"training_{args.task}")
     result.update({"data": portable_path(args.data), "budget_seconds": args.budget,
-                   "settings": common, "models": {}})
+                   "settings": common, "model_options": overrides, "models": {}})
     for name in args.models:
         plan = budget_plan(name, args.task, data=args.data, num_test=args.num_test,
                            budget=args.budget, probe_data=probe_data,
@@ -144,7 +154,8 @@ def main(argv=None) -> dict:
                "train_samples": plan["train_samples"], "epochs_planned": epochs,
                "epochs_done": metrics["epoch"],
                "train_seconds": elapsed, "final_train_loss": metrics["train_loss"],
-               "test_rel_l2": evaluation["rel_l2"]}
+               "test_rel_l2": evaluation["rel_l2"],
+               "train_config": record["train_config"], "recipe": record.get("recipe")}
         if "rel_l2_per_step" in evaluation:
             row["test_rel_l2_per_step"] = evaluation["rel_l2_per_step"]
         result["models"][name] = row
@@ -160,26 +171,35 @@ def main(argv=None) -> dict:
 
 def rows(result: dict) -> list[str]:
     """This benchmark's rows of the results table (one file, one task): each SSM surrogate
-    against the FNO at the same budget."""
+    against the FNO at the same budget, each model's preset (and layout) and the training
+    both had (:func:`benchmarks.common.model_configuration`, :func:`~benchmarks.common.
+    training_recipe`: from the JSON where it records them, else from the result's date)."""
     task = result["benchmark"].removeprefix("training_")
     models = result["models"]
     if "fno" not in models:
         return []
     f = models["fno"]
+    options = result.get("model_options", {})
+
+    def configuration(name: str) -> str:
+        return model_configuration(name, task, result, models[name]["model_config"], options)
+
     lines = []
     for name in ("lamo", "geomano"):
         if name not in models:
             continue
         g = models[name]
         cited = ", ".join(f"{m} {v}" for m, v in PAPERS[task].items() if m in (name, "fno"))
+        recipe = training_recipe(result, g, result["settings"], gradient_loss=task == "darcy",
+                                 rollout=task == "navier-stokes")
         lines.append(table_row(
             f"{task}: {name} vs FNO, {result['budget_seconds']:.0f} s CPU training each (test "
-            f"rel. L2; papers, 500 epochs: {cited})",
-            f"{g['test_rel_l2']:.4f} ({g['epochs_done']} epochs"
+            f"rel. L2; papers, 500 epochs: {cited}); both trained with {recipe}",
+            f"{g['test_rel_l2']:.4f} ({configuration(name)}; {g['epochs_done']} epochs"
             + (f" over {g['train_samples']} samples"
                if g.get("train_samples", 0) < f.get("train_samples", 0) else "")
             + f", {g['parameters']:,} parameters{_fitted_to(g['model_config'])})",
-            f"{f['test_rel_l2']:.4f} ({f['epochs_done']} epochs)",
+            f"{f['test_rel_l2']:.4f} (FNO {configuration('fno')}; {f['epochs_done']} epochs)",
             f"{g['test_rel_l2'] / f['test_rel_l2']:.2f}", when(result)))
     return lines
 

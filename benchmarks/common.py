@@ -320,3 +320,128 @@ def import_revision(revision: str, into: Path):
         for key in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
             del sys.modules[key]
         raise
+
+
+# -- which model and which training a row ran -------------------------------------------------
+#: The day the models took their papers' layouts and training took ``--recipe`` (issue 50):
+#: SS-NO's ``layout="paper"`` (before, the presets built ``layout="ssmpde"``), MNO's OFormer
+#: with GEGLU feed-forwards and its 2D Galerkin regressor head 2·d·width wide (before: plain
+#: GELU feed-forwards, a head 2·width wide), GeoMaNO's ``paper-*`` presets beside its own
+#: (whose model did not change). A result dated before it ran the earlier layouts, trained
+#: with the package's defaults and the benchmark's settings.
+PAPER_LAYOUTS_DATE = "2026-11-29"
+#: The training of a result dated before :data:`PAPER_LAYOUTS_DATE`, where the benchmark set
+#: nothing else: ``TrainConfig``'s defaults then (the package's only way to train; the
+#: gradient term of the loss, 0.1 on operator tasks on 2D grids, is added by
+#: :func:`training_recipe`).
+EARLIER_TRAINING = {"optimizer": "adamw", "schedule": "onecycle", "lr": 3e-4, "batch_size": 4,
+                    "weight_decay": 1e-4, "max_grad_norm": 1.0, "loss": "relative-l2",
+                    "normalization": "gaussian", "noise_std": 0.0}
+#: How a row names the fields it lists.
+_FIELD_NAMES = {"schedule": "schedule", "lr": "lr", "batch_size": "batch",
+                "weight_decay": "weight decay", "max_grad_norm": "clip",
+                "noise_std": "input noise", "normalization": "normalisation"}
+
+
+def measured_before_paper_layouts(result: Mapping) -> bool:
+    """Whether ``result`` is dated before :data:`PAPER_LAYOUTS_DATE`."""
+    return result["date"][:10] < PAPER_LAYOUTS_DATE
+
+
+def model_configuration(model: str, preset: str, result: Mapping,
+                        config: Mapping | None = None, overrides: Mapping | None = None) -> str:
+    """Which model a row's result ran, in words: ``model``'s ``preset`` with its
+    :func:`preset_layout` and the benchmark's ``overrides``.
+
+    ``'ks preset, layout="ssmpde"'``, ``"darcy preset with this package's options, not
+    paper-darcy"``, ``"galerkin preset, earlier layout (64-wide regressor head)"`` (no
+    Markdown code: the benchmarks page shows the rows' text as it is).
+    """
+    text = f"{preset} preset{preset_layout(model, preset, result, config)}"
+    if overrides:
+        text += ", " + ", ".join(f"{key}={value}" for key, value in overrides.items())
+    return text
+
+
+def preset_layout(model: str, preset: str, result: Mapping,
+                  config: Mapping | None = None) -> str:
+    """The words after a preset's name that say which of its layouts a result ran (empty
+    where the preset has one): read from the recorded model ``config`` where it says, else
+    from the result's date (:data:`PAPER_LAYOUTS_DATE`)."""
+    earlier = measured_before_paper_layouts(result)
+    config = config or {}
+    if model == "ssno":
+        if config:  # a config with `lifting` and no `layout` is the earlier layout
+            layout = config.get("layout") or ("ssmpde" if "lifting" in config else "paper")
+        else:
+            layout = "ssmpde" if earlier else "paper"
+        return f', layout="{layout}"'
+    if model == "mno" and earlier:
+        from ssmpde.surrogates.mno import MNO
+
+        config = config or MNO.PRESETS.get(preset, {})
+        if config.get("backbone") == "galerkin" and len(config.get("grid", ())) == 2:
+            return f", earlier layout ({2 * config['regressor_width']}-wide regressor head)"
+        if config.get("backbone") == "oformer":
+            return ", earlier layout (plain GELU feed-forwards)"
+    if model == "geomano" and not preset.startswith("paper-"):
+        from ssmpde.surrogates.geomano import PAPER_OPTIONS, GeoMaNO
+
+        # an option missing from a recorded config predates it: the model is this package's
+        if not (config and all(config.get(k) == v for k, v in PAPER_OPTIONS.items())):
+            return " with this package's options" + (
+                f", not paper-{preset}" if f"paper-{preset}" in GeoMaNO.PRESETS else "")
+    return ""
+
+
+def training_recipe(result: Mapping, run: Mapping, settings: Mapping, *,
+                    gradient_loss: bool = False, rollout: bool = False) -> str:
+    """How a training row's model was trained, in words.
+
+    From the run's recorded ``train_config`` (and ``recipe``) where the result holds them
+    (the training benchmarks record both in each run's entry); for a result dated before
+    :data:`PAPER_LAYOUTS_DATE`, :data:`EARLIER_TRAINING` with the benchmark's ``settings``
+    over it. ``gradient_loss``: an operator task on a 2D grid, whose loss adds 0.1 × the
+    relative L2 of the gradients unless the config sets another weight; ``rollout``: a
+    rollout task (its mode and window are named).
+    """
+    if "train_config" in run:
+        config, recipe, dated = run["train_config"], run.get("recipe"), ""
+    elif measured_before_paper_layouts(result):
+        config, recipe, dated = {**EARLIER_TRAINING, **settings}, None, ", before --recipe existed"
+    else:
+        return "training not recorded"
+    weight = config.get("gradient_loss_weight")
+    weight = (0.1 if gradient_loss else 0.0) if weight is None else weight
+    values = [{"adamw": "AdamW", "adam": "Adam"}.get(config["optimizer"], config["optimizer"]),
+              {"onecycle": "OneCycle"}.get(config["schedule"], config["schedule"]),
+              f"lr {_number(config['lr'])}", f"batch {config['batch_size']}",
+              f"weight decay {_number(config['weight_decay'])}",
+              f"clip {_number(config['max_grad_norm'])}",
+              ("relative L2" if config["loss"] == "relative-l2" else config["loss"])
+              + (f" + {_number(weight)} × its gradients" if weight else ""),
+              {"gaussian": "Gaussian normalisation", "range": "normalised to [-1, 1]",
+               "none": "no normalisation"}.get(config["normalization"],
+                                               config["normalization"])]
+    if config.get("noise_std"):
+        values.append(f"input noise {_number(config['noise_std'])}")
+    if rollout:
+        values.append(f"{config['mode'].replace('-', ' ')}, window {config['window']}")
+    if recipe:
+        source = f"--recipe {recipe['name']} ({recipe['variant']})"
+    else:
+        changed = [_FIELD_NAMES[key] for key in _FIELD_NAMES
+                   if key in config and config[key] != EARLIER_TRAINING[key]]
+        source = "ssmpde defaults"
+        if changed:
+            listed = ", ".join(changed[:-1]) + " and " if len(changed) > 1 else ""
+            source += f" and the benchmark's {listed}{changed[-1]}"
+    return f"{source} ({', '.join(values)}){dated}"
+
+
+def _number(value: float) -> str:
+    """``1e-4`` rather than ``0.0001``; ``0.1``, ``1``, ``0.0015`` as they are."""
+    text = f"{value:g}"
+    if 0 < abs(value) < 0.01 and float(f"{value:.0e}") == value:
+        text = f"{value:.0e}"
+    return text.replace("e-0", "e-")

@@ -1,12 +1,13 @@
 """The benchmarks' shared helpers (benchmarks/common.py): the one timing loop, thread counts,
-portable paths and table rows."""
+portable paths, table rows and the words for which model and training a row ran."""
 
 import numpy as np
 import pytest
 import torch
 
 from benchmarks.common import (REPO, Timings, cuda_seconds, fixed_threads, interleaved,
-                               portable_path, seconds, table_row, when)
+                               model_configuration, portable_path, seconds, table_row,
+                               training_recipe, when)
 
 
 def test_interleaved_warms_up_then_alternates_and_keeps_the_last_results():
@@ -101,3 +102,68 @@ def test_a_baseline_revision_leaves_this_package_s_accessor_in_place(tmp_path):
     assert getattr(xr.Dataset, baseline).__module__ == f"{baseline}.data.accessor"
     assert xr.Dataset.ssmpde is ours.SsmpdeAccessor
     assert type(xr.Dataset().ssmpde).__module__ == "ssmpde.data.accessor"
+
+
+#: A result measured before the papers' layouts and --recipe, and one after.
+BEFORE, AFTER = {"date": "2026-11-23T08:15:23+00:00"}, {"date": "2026-11-30T00:00:00+00:00"}
+
+
+def test_a_row_names_the_layout_its_preset_had_when_measured():
+    # SS-NO: from the date, or from a recorded config (`lifting` without `layout`: the earlier)
+    assert model_configuration("ssno", "ks", BEFORE) == 'ks preset, layout="ssmpde"'
+    assert model_configuration("ssno", "ks", AFTER) == 'ks preset, layout="paper"'
+    assert model_configuration("ssno", "ks", AFTER, {"lifting": 128}).endswith('"ssmpde"')
+    assert model_configuration("ssno", "ks", BEFORE, {"layout": "paper"}).endswith('"paper"')
+    # MNO: the Galerkin head and OFormer's feed-forwards changed; GNOT and the 1D model did not
+    assert model_configuration("mno", "galerkin", BEFORE) == (
+        "galerkin preset, earlier layout (64-wide regressor head)")
+    assert model_configuration("mno", "oformer", BEFORE) == (
+        "oformer preset, earlier layout (plain GELU feed-forwards)")
+    assert model_configuration("mno", "gnot", BEFORE) == "gnot preset"
+    assert model_configuration("mno", "1d", BEFORE) == "1d preset"
+    assert model_configuration("mno", "galerkin", AFTER) == "galerkin preset"
+    # GeoMaNO: this package's options unless the config is the paper's
+    assert model_configuration("geomano", "darcy", BEFORE, {"width": 64}) == (
+        "darcy preset with this package's options, not paper-darcy")
+    assert model_configuration("geomano", "1d", BEFORE) == (
+        "1d preset with this package's options")
+    paper = {"input_coordinates": False, "geometric_prior": False, "point_skip": False,
+             "norm_activation": True}
+    assert model_configuration("geomano", "darcy", AFTER, paper) == "darcy preset"
+    assert model_configuration("geomano", "paper-darcy", AFTER) == "paper-darcy preset"
+    assert model_configuration("lamo", "darcy", BEFORE, overrides={"width": 8}) == (
+        "darcy preset, width=8")
+
+
+def test_a_row_names_the_training_it_had():
+    settings = {"lr": 1e-3, "batch_size": 2, "window": 10, "mode": "teacher-forcing"}
+    assert training_recipe(BEFORE, {}, settings, rollout=True) == (
+        "ssmpde defaults and the benchmark's lr and batch (AdamW, OneCycle, lr 1e-3, batch 2, "
+        "weight decay 1e-4, clip 1, relative L2, Gaussian normalisation, teacher forcing, "
+        "window 10), before --recipe existed")
+    # a run that records its training (config.json's train_config and recipe) is read from it
+    import dataclasses
+
+    from ssmpde.surrogates.train import TrainConfig
+
+    config = TrainConfig(lr=5e-4, weight_decay=1e-5, gradient_loss_weight=0.1,
+                         max_grad_norm=0.025)
+    recorded = {"train_config": dataclasses.asdict(config),
+                "recipe": {"name": "paper", "variant": "darcy"}}
+    assert training_recipe(AFTER, recorded, {}) == (
+        "--recipe paper (darcy) (AdamW, OneCycle, lr 5e-4, batch 4, weight decay 1e-5, "
+        "clip 0.025, relative L2 + 0.1 × its gradients, Gaussian normalisation)")
+    # a later result that records nothing is not guessed at
+    assert training_recipe(AFTER, {}, settings) == "training not recorded"
+
+
+def test_the_committed_training_rows_say_which_model_and_training_they_had():
+    from benchmarks.__main__ import rows_of
+
+    for name in ("training_darcy", "training_navier-stokes", "mno", "ks_learning",
+                 "training_darcy_gpu"):
+        for row in rows_of(name):
+            assert " preset" in row and "before --recipe existed" in row, row
+            assert "`" not in row  # the benchmarks page shows the rows' text as it is
+    assert all('layout="ssmpde"' in row for row in rows_of("ks_learning") + rows_of("ssno"))
+    assert all("not paper-" in row for row in rows_of("training_darcy") if "geomano" in row)
