@@ -863,20 +863,27 @@ def test_a_rollout_on_data_of_another_generator_is_one_line_unless_allowed(files
 # messages that leaked Python's or numpy's words.
 # ------------------------------------------------------------------------------------------
 
-def _beyond_float32(root: Path) -> Path:
-    """A 1D dataset whose state reaches 1e39, past float32's range (3.4e38)."""
+def _tiny_trajectories(values=None):
+    """A valid 1D dataset of 2 samples, 4 frames and 8 points: ``u`` holds ``values``
+    (default: random)."""
     import xarray as xr
 
     from ssmpde.data import build_dataset, sample_coordinate, spatial_coordinate, time_coordinate
 
-    values = np.linspace(-1, 1, 2 * 4 * 8).reshape(2, 4, 8) * 1e39
-    ds = build_dataset(
+    if values is None:
+        values = np.random.default_rng(0).standard_normal((2, 4, 8))
+    return build_dataset(
         {"u": xr.DataArray(values, dims=("sample", "time", "x"),
                            attrs={"long_name": "u", "units": "1", "role": "state"})},
         coords={"sample": sample_coordinate(2), "time": time_coordinate(np.arange(4.0)),
                 "x": spatial_coordinate("x", np.arange(8.0) / 8)},
         equation="test", config={}, title="t", references="none", solver="none")
-    return save(ds, root / "beyond-float32.nc")
+
+
+def _beyond_float32(root: Path) -> Path:
+    """A 1D dataset whose state reaches 1e39, past float32's range (3.4e38)."""
+    return save(_tiny_trajectories(np.linspace(-1, 1, 2 * 4 * 8).reshape(2, 4, 8) * 1e39),
+                root / "beyond-float32.nc")
 
 
 def narrowing_cases(root: Path):
@@ -1016,3 +1023,121 @@ def test_a_damaged_cache_notice_is_one_ssmpde_line(files, tmp_path):
         f"ssmpde: warning: the correction cache block {block} is damaged (its SHA-256 "
         "differs from the one in the manifest): computing it again"), text
 
+
+
+# Hang- and memory-prone rows run in one process of their own, each through main() as the
+# command line runs it, under a memory limit (2 GiB over what the imports took) and a timeout:
+# a regression fails the test instead of eating the machine or blocking the suite.
+ISOLATED = """
+import contextlib, io, json, os, resource, sys
+import psutil
+import ssmpde.surrogates.train  # torch and the rest, before the limit
+from ssmpde.cli import main
+
+resource.setrlimit(resource.RLIMIT_AS, (psutil.Process().memory_info().vms + 2 ** 31,
+                                        resource.getrlimit(resource.RLIMIT_AS)[1]))
+results = []
+for argv, environment in json.loads(sys.stdin.read()):
+    os.environ.pop("SSMPDE_MAX_MEMORY", None)
+    os.environ.update(environment)
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+    results.append({"status": status, "err": err.getvalue(), "out": out.getvalue()[-2000:]})
+print(json.dumps(results))
+"""
+
+
+def run_isolated(rows, timeout: float = 120) -> list[dict]:
+    """``[(argv, environment)]`` run one after the other in a fresh process (see ISOLATED):
+    each row's exit status, stderr and the end of its stdout."""
+    import subprocess
+    import sys
+
+    payload = json.dumps([([str(a) for a in argv], environment) for argv, environment in rows])
+    done = subprocess.run([sys.executable, "-c", ISOLATED], input=payload, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def assert_isolated_table(table, root: Path, timeout: float = 120) -> None:
+    """The rows ``(id, argv, words, environment)`` of :func:`run_isolated`: words None for a
+    command that must succeed (exit 0, nothing on stderr), else the one-line refusal of
+    :func:`run_bad` (exit 2, nothing created or changed under ``root``)."""
+    before = snapshot(root)
+    results = run_isolated([(argv, env) for _, argv, _, env in table], timeout)
+    failures = []
+    for (name, argv, words, _), result in zip(table, results):
+        lines = [line for line in result["err"].splitlines() if line.strip()]
+        if words is None:
+            ok = result["status"] == 0 and not lines
+        else:
+            ok = (result["status"] == 2 and len(lines) == 1
+                  and lines[0].startswith("ssmpde: error:") and words in lines[0])
+        if not ok:
+            failures.append(f"{name}: exit {result['status']}, stderr {result['err']!r}")
+    assert not failures, "\n".join(failures)
+    if all(words is not None for _, _, words, _ in table):
+        assert snapshot(root) == before
+
+
+def declared_work_cases(root: Path):
+    """(id, argv, words or None, environment): headers that declare unbounded work. A file of
+    2¹⁶ tiny samples, every chunk written (one dask task and one Python step a sample made
+    `info` take minutes and gigabytes); chunks that decompress to more than memory holds (a
+    compressed file of kilobytes; each read decompresses the chunk whole)."""
+    import h5py
+
+    from ssmpde.data.formats import the_well
+
+    many, count = root / "many.hdf5", 2 ** 16
+    with h5py.File(many, "w") as f:
+        tensor = f.create_dataset("tensor", shape=(count, 2, 4), dtype=np.float32,
+                                  chunks=(count, 2, 4), compression="gzip")
+        pattern = np.random.default_rng(0).random((8, 2, 4), dtype=np.float32)
+        tensor[...] = np.tile(pattern, (count // 8, 1, 1))
+        f["x-coordinate"] = ((np.arange(4) + 0.5) / 4).astype(np.float32)
+        f["t-coordinate"] = (np.arange(3) * 0.1).astype(np.float32)
+    big = root / "big-chunk.hdf5"  # one chunk of 64 MiB, stored in about 100 KB
+    with h5py.File(big, "w") as f:
+        tensor = f.create_dataset("tensor", shape=(16, 8, 2 ** 17), dtype=np.float32,
+                                  chunks=(16, 8, 2 ** 17), compression="gzip",
+                                  compression_opts=1)
+        tensor[...] = 0.5
+        f["x-coordinate"] = np.arange(2 ** 17, dtype=np.float32)
+        f["t-coordinate"] = (np.arange(9) * 0.1).astype(np.float32)
+    well = root / "big-chunk-well.hdf5"  # a field of 256 bytes in chunks of 128 MiB
+    the_well.export(_tiny_trajectories(), well)
+    with h5py.File(well, "a") as f:
+        attrs = dict(f["t0_fields/u"].attrs)
+        del f["t0_fields/u"]
+        field = f["t0_fields"].create_dataset("u", shape=(2, 4, 8), maxshape=(None, 4, 8),
+                                              chunks=(2 ** 20, 4, 8), dtype=np.float64,
+                                              compression="gzip")
+        field[...] = 1.0
+        field.attrs.update(attrs)
+    out = root / "out"
+    train = ["train", "geomano", "--preset", "1d", "--out", out, "--no-progress",
+             "--model-option", "width=8", "--model-option", "depth=1", "--window", "1",
+             "--epochs", "1", "--data"]
+    limit = {"SSMPDE_MAX_MEMORY": "32M"}
+    chunk = "declares chunks of [16, 8, 131072] values in 'tensor'"
+    return [
+        ("many-info", ["info", many], None, {}),
+        ("many-check", ["info", "--check", "--no-progress", many], None, {}),
+        ("many-convert", ["convert", many, root / "many.nc"], None, {}),
+        ("big-chunk-info", ["info", big], chunk, limit),
+        ("big-chunk-train", [*train, big], chunk, limit),
+        ("big-chunk-convert", ["convert", big, f"{out}.nc"], chunk, limit),
+        ("big-chunk-well-info", ["info", well], "declares chunks of [1048576, 4, 8] values "
+         "in t0_fields/u", limit),
+    ]
+
+
+def test_declared_work_is_bounded(tmp_path):
+    pytest.importorskip("h5py")
+    assert_isolated_table(declared_work_cases(tmp_path), tmp_path, timeout=90)

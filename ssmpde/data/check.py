@@ -13,6 +13,7 @@ import dataclasses
 import os
 import pathlib
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 import xarray as xr
@@ -23,6 +24,7 @@ from .reading import _is_zarr_store, _open_dataset
 from .integrity import DamagedChunk, _sample_chunk_key, _zarr_arrays, missing_chunks
 from .progress import store_progress
 from .schema import SAMPLE, DatasetFileError
+from .streaming import samples_per_block
 
 __all__ = ["IntegrityReport", "check_file"]
 
@@ -62,32 +64,81 @@ class IntegrityReport:
         return "\n".join(lines)
 
 
-def _blocks(var: xr.DataArray, ranges: list[tuple[int, int]] | None, *, coordinate: bool
-            ) -> list[tuple[int, int] | None]:
-    """The sample blocks of a variable to read one at a time (its chunks along ``sample``;
-    one sample at a time where the file does not chunk it; coordinates whole)."""
+def _spans(var: xr.DataArray, ranges: list[tuple[int, int]] | None, *, coordinate: bool
+           ) -> tuple[int, list[tuple[int, int]] | None]:
+    """The chunk length along ``sample`` of a variable (its chunks are read whole; one sample
+    where the file does not chunk it) and the spans of samples to check, of whole chunks
+    (those of a store's complete samples: ``ranges``); None: the variable whole (no
+    ``sample``, or a coordinate)."""
     if SAMPLE not in var.dims or coordinate:
-        return [None]
+        return 1, None
     size = var.sizes[SAMPLE]
     step = var.encoding.get("preferred_chunks", {}).get(SAMPLE) or 1
-    blocks = [(start, min(start + step, size)) for start in range(0, size, step)]
-    if ranges is not None:
-        blocks = [(a, b) for a, b in blocks if any(s < b and a < e for s, e in ranges)]
-    return blocks
+    if ranges is None:
+        return step, [(0, size)] if size else []
+    spans: list[tuple[int, int]] = []
+    for start, stop in sorted(ranges):
+        first, last = start // step * step, min(-(-stop // step) * step, size)
+        if first >= last:
+            continue
+        if spans and first <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], last))
+        else:
+            spans.append((first, last))
+    return step, spans
 
 
-def _read_problem(var: xr.DataArray, block: tuple[int, int] | None) -> str | None:
-    part = var if block is None else var.isel({SAMPLE: slice(*block)})
+def _chunks_in(step: int, spans: list[tuple[int, int]] | None) -> int:
+    return 1 if spans is None else sum(-(-(stop - start) // step) for start, stop in spans)
+
+
+def _groups(var: xr.DataArray, step: int, spans: list[tuple[int, int]] | None
+            ) -> Iterator[tuple[int, int] | None]:
+    """The parts of ``spans`` read at once: whole chunks, about
+    :data:`~ssmpde.data.streaming.STREAM_BYTES` a read (a file of millions of one-sample
+    chunks is a few dozen reads, not millions)."""
+    if spans is None:
+        yield None
+        return
+    length = max(step, samples_per_block(var) // step * step)
+    for start, stop in spans:
+        for first in range(start, stop, length):
+            yield first, min(first + length, stop)
+
+
+def _read_problems(var: xr.DataArray, group: tuple[int, int] | None, step: int
+                   ) -> tuple[list[tuple[int, int] | None], list[str]]:
+    """The chunks of ``group`` (chunks of ``step`` samples of ``var``, read at once) that do
+    not read as data, and what is wrong with each. A group that does not decode is read
+    again chunk by chunk, to name each damaged one."""
+    part = var if group is None else var.isel({SAMPLE: slice(*group)})
     try:
         values = np.asarray(part.values)
     except DatasetFileError as error:
+        if group is not None and group[1] - group[0] > step:
+            found: tuple[list, list] = ([], [])
+            for first in range(group[0], group[1], step):
+                blocks, problems = _read_problems(var, (first, min(first + step, group[1])),
+                                                  step)
+                found[0].extend(blocks)
+                found[1].extend(problems)
+            return found
         cause = error.__cause__ if error.__cause__ is not None else error
-        return f"undecodable ({type(cause).__name__}: {cause})"
-    if values.dtype.kind in "fc":
-        bad = int(np.count_nonzero(~np.isfinite(values)))
-        if bad:
-            return f"{bad} non-finite value{'s' if bad > 1 else ''}"
-    return None
+        return [group], [f"undecodable ({type(cause).__name__}: {cause})"]
+    if values.dtype.kind not in "fc":
+        return [], []
+    if group is None:
+        counts, blocks = [int(np.count_nonzero(~np.isfinite(values)))], [None]
+    else:
+        axis = var.get_axis_num(SAMPLE)
+        per_sample = np.count_nonzero(~np.isfinite(np.moveaxis(values, axis, 0)).reshape(
+            values.shape[axis], -1), axis=1)
+        offsets = np.arange(0, len(per_sample), step)
+        counts = np.add.reduceat(per_sample, offsets) if len(per_sample) else []
+        blocks = [(group[0] + a, min(group[0] + a + step, group[1])) for a in offsets]
+    bad = [(block, int(n)) for block, n in zip(blocks, counts) if n]
+    return ([block for block, _ in bad],
+            [f"{n} non-finite value{'s' if n > 1 else ''}" for _, n in bad])
 
 
 def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityReport:
@@ -144,29 +195,47 @@ def check_file(path: str | os.PathLike, *, progress: bool = True) -> IntegrityRe
             raise
     with ds:
         damaged: list[DamagedChunk] = []
-        plan = [(name, block) for name in ds.variables
-                for block in _blocks(ds[name], ranges, coordinate=name in ds.coords)]
-        bar = tqdm(total=len(plan), unit="chunk", desc=f"checking {source.name}",
+        plan = {name: _spans(ds[name], ranges, coordinate=name in ds.coords)
+                for name in ds.variables}
+        chunks = sum(_chunks_in(*spans) for spans in plan.values())
+        bar = tqdm(total=chunks, unit="chunk", desc=f"checking {source.name}",
                    disable=not progress, leave=False)
         try:
-            for name, block in plan:
-                array = arrays.get(str(name))
-                key = None if array is None else _sample_chunk_key(
-                    array, None if block is None else block[0])
-                absent = _absent(missing.get(str(name), {}), block)
-                if absent:  # read, they would give zeros: nothing to decode
-                    damaged.extend(absent)
-                else:
-                    problem = _read_problem(ds[name], block)
-                    if key is not None and (problem is None or "undecodable" not in problem):
-                        problem = (_blosc_frame_problem(array, source / str(name) / key)
-                                   or problem)
-                    if problem is not None:
-                        damaged.append(DamagedChunk(str(name), key, block, problem))
-                bar.update()
+            for name, (step, spans) in plan.items():
+                for group in _groups(ds[name], step, spans):
+                    damaged.extend(_check_group(ds[name], group, step, arrays.get(str(name)),
+                                                missing.get(str(name), {}), source))
+                    bar.update(_chunks_in(step, None if group is None else [group]))
         finally:
             bar.close()
-    return IntegrityReport(source, len(plan), len(ds.variables), damaged, note)
+    return IntegrityReport(source, chunks, len(ds.variables), damaged, note)
+
+
+def _check_group(var: xr.DataArray, group: tuple[int, int] | None, step: int, array,
+                 missing: dict[tuple[int, int] | None, DamagedChunk],
+                 source: pathlib.Path) -> list[DamagedChunk]:
+    """The damaged chunks of ``group`` of ``var``, in order. A zarr store's chunks (files,
+    ``array`` its metadata) one at a time: the missing ones unread, each file's blosc frame
+    checked; a file's chunks read at once (:func:`_read_problems`)."""
+    if array is None:
+        return [DamagedChunk(str(var.name), None, block, problem)
+                for block, problem in zip(*_read_problems(var, group, step))]
+    damaged: list[DamagedChunk] = []
+    blocks = [None] if group is None else [(first, min(first + step, group[1]))
+                                           for first in range(group[0], group[1], step)]
+    for block in blocks:
+        absent = _absent(missing, block)
+        if absent:  # read, they would give zeros: nothing to decode
+            damaged.extend(absent)
+            continue
+        key = _sample_chunk_key(array, None if block is None else block[0])
+        found = _read_problems(var, block, step)[1]
+        problem = found[0] if found else None
+        if key is not None and (problem is None or "undecodable" not in problem):
+            problem = _blosc_frame_problem(array, source / str(var.name) / key) or problem
+        if problem is not None:
+            damaged.append(DamagedChunk(str(var.name), key, block, problem))
+    return damaged
 
 
 def _unwritten_chunks(source: pathlib.Path) -> tuple[list[DamagedChunk], int, int] | None:

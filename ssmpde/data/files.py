@@ -29,6 +29,7 @@ from .output_policy import (FIGURE_FORMATS, NETCDF_SUFFIXES, ZARR_SUFFIXES, chec
 from .outputs import atomic_path, block_size, output_lock, remove_stale_temporaries
 from .reading import load_dataset, open_dataset
 from .schema import SAMPLE
+from .streaming import STREAM_SAMPLES, stream_chunks
 from .validation import _raise_if_invalid
 
 # The readers and the output policy stay importable from here (``from ssmpde.data.files import
@@ -214,8 +215,10 @@ def _zarr_encoding(ds: xr.Dataset) -> dict[str, dict]:
 
 def _write_zarr(ds: xr.Dataset, path: pathlib.Path) -> None:
     if any(var.chunks is not None for var in ds.variables.values()):
-        # Dask chunks that straddle zarr chunks would make parallel writes unsafe.
-        ds = ds.chunk({dim: 1 if dim == SAMPLE else -1 for dim in ds.dims})
+        # Dask chunks that straddle zarr chunks would make parallel writes unsafe: whole along
+        # every other dimension, a dask chunk of several samples covers whole zarr chunks (one
+        # sample each), and one task a sample would make millions of tasks of a large file.
+        ds = ds.chunk({dim: -1 for dim in ds.dims if dim != SAMPLE})
     ds.to_zarr(path, mode="w-", zarr_format=ZARR_FORMAT, consolidated=True,
                encoding=_zarr_encoding(ds), write_empty_chunks=True)
 
@@ -417,8 +420,8 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
     -----
     To netCDF4 or zarr, values, dtypes (unless ``dtype`` says otherwise), coordinates and
     every attribute (``history`` included) are copied unchanged, so a round trip gives the
-    same dataset; the data stream
-    through one sample at a time (dask chunks), so the dataset need not fit in memory. A
+    same dataset; the data stream through in blocks of samples of about 16 MiB (dask chunks,
+    :func:`ssmpde.data.streaming.stream_chunks`), so the dataset need not fit in memory. A
     foreign format keeps what it can hold and says what it cannot in ``notes``. Every target
     is written atomically under its output lock (:func:`output_lock`).
 
@@ -441,7 +444,8 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
         remove_stale_temporaries(target)
         check_output(target, inputs=[source], overwrite=overwrite, flag="target",
                      kind="dataset", named_format=True)
-        with open_dataset(source, chunks={}) as ds:
+        with open_dataset(source) as opened:
+            ds = opened.chunk(stream_chunks(opened, most=STREAM_SAMPLES))
             sizes = dict(ds.sizes)
             if fmt in formats.OWN_FORMATS:
                 _check_storable_attrs(ds)

@@ -18,6 +18,7 @@ from . import formats
 from .reading import _open_dataset
 from .integrity import STORED_DIMS
 from .progress import PROGRESS_ATTR, store_progress
+from .streaming import stream_chunks
 from .schema import (
     BOUNDARY_CONDITIONS,
     GRID_PLACEMENT,
@@ -159,8 +160,9 @@ def describe(path_or_ds: str | os.PathLike | xr.Dataset) -> str:
 
     Notes
     -----
-    Minima and maxima read every value; files are opened with dask chunks (one sample each),
-    so memory stays bounded on large datasets.
+    Minima and maxima read every value; files are read through in dask chunks of many samples
+    (:func:`ssmpde.data.streaming.stream_chunks`, about 16 MiB each), so memory stays bounded
+    on large datasets and a file of millions of tiny samples is a few dozen reads.
 
     Examples
     --------
@@ -178,8 +180,9 @@ def describe(path_or_ds: str | os.PathLike | xr.Dataset) -> str:
         # Listing a store while its driver updates the progress record can meet the
         # temporary of that update, which zarr warns about; it is gone a moment later.
         warnings.filterwarnings("ignore", message=r"Object at .*\.partial is not recognized")
-        ds = _open_dataset(path, validate=False, chunks={}, in_progress=True)
-    with ds:
+        opened = _open_dataset(path, validate=False, chunks=None, in_progress=True)
+    with opened:
+        ds = opened.chunk(stream_chunks(opened))
         header = [f"path: {path}", f"format: {_file_format(path)}",
                   f"size on disk: {format_bytes(_disk_size(path))}"]
         if progress is None:

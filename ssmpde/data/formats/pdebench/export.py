@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from .. import check_range
+from ...streaming import sample_blocks
 from ...schema import ROLE, SAMPLE, TIME, X, Y, boundary_conditions_of, config_of, vectors_of
 from .layout import _CFD, _DARCY, _GROUPS, _STACKED_1D, EXTRAS_GROUP, METADATA_ATTR
 
@@ -327,17 +328,18 @@ def _write_stacked(ds: xr.Dataset, path: pathlib.Path, layout: str, mapping: Map
 
 def _write_by_sample(stored: netCDF4.Variable, var: xr.DataArray,
                      fixed: Mapping[int, int]) -> None:
-    """Write ``var`` (already in the file's axis order, less the fixed axes) sample by sample."""
+    """Write ``var`` (already in the file's axis order, less the fixed axes) in blocks of
+    samples (:func:`~ssmpde.data.streaming.sample_blocks`: bounded memory, one read a block)."""
     if SAMPLE not in var.dims:
         values = _float32(var.values) if stored.dtype == np.float32 else np.asarray(var.values)
         stored[...] = values.reshape(stored.shape) if fixed else values
         return
-    for index in range(var.sizes[SAMPLE]):
-        values = np.asarray(var.isel({SAMPLE: index}).values).astype(stored.dtype, copy=False)
-        key = [index] + [slice(None)] * (stored.ndim - 1)
+    for block in sample_blocks(var):
+        values = np.asarray(var.isel({SAMPLE: slice(block.start, block.stop)}).values)
+        key = [slice(block.start, block.stop)] + [slice(None)] * (stored.ndim - 1)
         for axis, at in fixed.items():
             key[axis] = at
-        stored[tuple(key)] = values
+        stored[tuple(key)] = values.astype(stored.dtype, copy=False)
 
 
 def _write_groups(ds: xr.Dataset, path: pathlib.Path, mapping: Mapping[str, str],
@@ -363,30 +365,33 @@ def _write_groups(ds: xr.Dataset, path: pathlib.Path, mapping: Mapping[str, str]
                            "axes": list(range(len(dims))), "fixed": {},
                            "attrs": _encode_attrs(ds[name].attrs)}
     with netCDF4.Dataset(path, "w", format="NETCDF4") as nc:
-        for index, group_name in enumerate(groups):
-            group = nc.createGroup(group_name)
-            sample = ds.isel({SAMPLE: index})
-            for dim in (TIME, *xy):
-                group.createDimension(dim, ds.sizes[dim])
-                _create(group, dim, np.float64, (dim,))[:] = np.asarray(ds[dim].values,
-                                                                          dtype=np.float64)
-            group.createDimension("channel", len(states))
-            data = _create(group, "data", np.float32, (TIME, *xy, "channel"),
-                           chunks=[ds.sizes[TIME], *(ds.sizes[d] for d in xy), 1])
-            data[...] = np.stack([np.asarray(sample[name].transpose(TIME, *xy).values,
-                                             dtype=np.float32) for name in states], axis=-1)
-            grid = group.createGroup("grid")
-            for dim in xy:
-                _create(grid, dim, np.float32, (dim,))[:] = np.asarray(ds[dim].values,
-                                                                       dtype=np.float32)
-            _create(grid, "t", np.float32, (TIME,))[:] = np.asarray(ds[TIME].values,
-                                                                    dtype=np.float32)
-            for name in extras:
-                var = sample[name]
-                for dim in var.dims:
-                    if dim not in group.dimensions:
-                        group.createDimension(dim, var.sizes[dim])
-                stored = _create(group, name, _stored_dtype(var), var.dims)
-                values = np.asarray(var.values).astype(stored.dtype, copy=False)
-                stored[...] = values
+        for block in sample_blocks(ds[states[0]]):
+            # One read a block of samples (not one a sample), then a group a sample.
+            loaded = ds.isel({SAMPLE: slice(block.start, block.stop)}).compute()
+            for index in block:
+                group = nc.createGroup(groups[index])
+                sample = loaded.isel({SAMPLE: index - block.start})
+                for dim in (TIME, *xy):
+                    group.createDimension(dim, ds.sizes[dim])
+                    _create(group, dim, np.float64, (dim,))[:] = np.asarray(ds[dim].values,
+                                                                              dtype=np.float64)
+                group.createDimension("channel", len(states))
+                data = _create(group, "data", np.float32, (TIME, *xy, "channel"),
+                               chunks=[ds.sizes[TIME], *(ds.sizes[d] for d in xy), 1])
+                data[...] = np.stack([np.asarray(sample[name].transpose(TIME, *xy).values,
+                                                 dtype=np.float32) for name in states], axis=-1)
+                grid = group.createGroup("grid")
+                for dim in xy:
+                    _create(grid, dim, np.float32, (dim,))[:] = np.asarray(ds[dim].values,
+                                                                           dtype=np.float32)
+                _create(grid, "t", np.float32, (TIME,))[:] = np.asarray(ds[TIME].values,
+                                                                        dtype=np.float32)
+                for name in extras:
+                    var = sample[name]
+                    for dim in var.dims:
+                        if dim not in group.dimensions:
+                            group.createDimension(dim, var.sizes[dim])
+                    stored = _create(group, name, _stored_dtype(var), var.dims)
+                    values = np.asarray(var.values).astype(stored.dtype, copy=False)
+                    stored[...] = values
     return variables, groups

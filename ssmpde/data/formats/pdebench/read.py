@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import pathlib
 import re
 import threading
@@ -239,12 +240,21 @@ def _numeric(file: _File, name: str) -> netCDF4.Variable:
 
 
 def _check_declared_sizes(file: _File, path: pathlib.Path) -> None:
-    """Refuse a file whose header declares more samples and coordinates than memory holds.
+    """Refuse a file whose header declares more samples and coordinates than memory holds, or
+    chunks larger than it.
 
     The coordinates (and the sample indices) are read whole when the file opens; a header
     that declares 10⁹ samples (a tiny damaged or hand-made file) would exhaust memory there.
+    A chunk is decompressed whole to read any of its values.
     """
     nc = file.nc
+    for name, variable in nc.variables.items():
+        chunking = variable.chunking()
+        if chunking != "contiguous" and isinstance(variable.dtype, np.dtype):
+            # HDF5 decompresses a chunk whole to read any value of it: a compressed file of
+            # megabytes can declare a chunk of gigabytes.
+            check_declared_memory(path, f"chunks of {list(chunking)} values in '{name}'",
+                                  math.prod(chunking) * variable.dtype.itemsize)
     if METADATA_ATTR in nc.ncattrs():
         return  # our export: its coordinates are in the metadata, already read
     arrays = [v for v in nc.variables.values() if v.ndim >= 2]

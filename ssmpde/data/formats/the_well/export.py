@@ -15,6 +15,7 @@ import xarray as xr
 
 from .. import check_range
 from ...outputs import atomic_path
+from ...streaming import sample_blocks
 from ...schema import SAMPLE, TIME, X, Y, validate
 from .layout import (_GROUPS, _WELL_DIMS, _WELL_SUFFIXES, METADATA, SAMPLE_INDICES, SPLIT_FRACTIONS,
                      SPLITS, STATS_FILE, _files, _h5py)
@@ -92,14 +93,16 @@ def _strings(h5py, values: Sequence[str]) -> np.ndarray:
     return np.array(list(values), dtype=h5py.string_dtype())
 
 
-def _field_block(ds: xr.Dataset, field: _Field, position: int | None) -> np.ndarray:
-    """The field's values for one sample position (or all, if it has no sample axis), in The
-    Well's axis order: [time?, *space, component?]."""
+def _field_block(ds: xr.Dataset, field: _Field, positions: range | None) -> np.ndarray:
+    """The field's values for consecutive sample positions (or all, if it has no sample
+    axis), in The Well's axis order: [sample?, time?, *space, component?]."""
     dims = [d for d in field.file_dims() if d != SAMPLE]
+    lead = [] if positions is None else [SAMPLE]
     parts = []
     for name in field.variables:
-        var = ds[name] if position is None else ds[name].isel({SAMPLE: position})
-        parts.append(np.asarray(var.transpose(*dims).values))
+        var = ds[name] if positions is None else ds[name].isel(
+            {SAMPLE: slice(positions.start, positions.stop)})
+        parts.append(np.asarray(var.transpose(*lead, *dims).values))
     return parts[0] if field.order == 0 else np.stack(parts, axis=-1)
 
 
@@ -176,11 +179,12 @@ def _write_field(group, ds: xr.Dataset, field: _Field, positions: np.ndarray,
         shape = (len(positions),) + inner
         layout = {"chunks": (1,) + inner, **options} if all(shape) else {}
         data = group.create_dataset(field.name, shape=shape, dtype=dtype, **layout)
-        for row, position in enumerate(positions):
-            block = _field_block(ds, field, int(position)).astype(dtype, copy=False)
-            data[row] = block
+        first = int(positions[0]) if len(positions) else 0
+        for block in sample_blocks(ds[field.variables[0]], first, first + len(positions)):
+            values = _field_block(ds, field, block).astype(dtype, copy=False)
+            data[block.start - first:block.stop - first] = values
             if statistics is not None:
-                statistics.add(field, block)
+                statistics.add(field, values, samples=True)
     else:
         block = _field_block(ds, field, None).astype(dtype, copy=False)
         data = group.create_dataset(field.name, data=block)

@@ -183,7 +183,8 @@ def _trajectories(value: Any, path: pathlib.Path) -> int:
 
 def _check_sizes(h5py, f, path: pathlib.Path, n: int, spatial_dims: Sequence[str]) -> None:
     """Before anything is read: every sample-varying array holds ``n`` trajectories, and what
-    opening reads whole (coordinates, scalars, masks, sample indices) fits in memory."""
+    opening reads whole (coordinates, scalars, masks, sample indices) and each field's chunk
+    (decompressed whole to read any of it) fit in memory."""
     whole = [f["dimensions"][dim] for dim in (*spatial_dims, "time")]
     for group_name in (*_GROUPS, "scalars"):
         group = f[group_name]
@@ -191,6 +192,12 @@ def _check_sizes(h5py, f, path: pathlib.Path, n: int, spatial_dims: Sequence[str
             data = group.get(name)
             if not isinstance(data, h5py.Dataset):
                 continue  # said by the reader, in its own words
+            if data.chunks is not None:
+                # HDF5 decompresses a chunk whole to read any value of it: a compressed file
+                # of megabytes can declare a chunk of gigabytes.
+                check_declared_memory(path, f"chunks of {list(data.chunks)} values in "
+                                      f"{group_name}/{name}",
+                                      math.prod(data.chunks) * data.dtype.itemsize)
             if group_name == "scalars":
                 whole.append(data)
             flag = np.asarray(data.attrs.get("sample_varying", False)).reshape(-1)

@@ -57,13 +57,15 @@ class _Statistics:
         self.values = {f.name: _Moments(f.order) for f in fields}
         self.deltas = {f.name: _Moments(f.order) for f in fields if f.time_varying}
 
-    def add(self, field: _Field, block: np.ndarray) -> None:
+    def add(self, field: _Field, block: np.ndarray, *, samples: bool = False) -> None:
         """``block``: the field's array for one sample (or all of it if not sample-varying),
-        time first if time-varying."""
+        time first if time-varying; with ``samples``, for several samples (sample first, then
+        time)."""
         self.values[field.name].add(block)
         if field.time_varying:
             with np.errstate(invalid="ignore", over="ignore"):
-                increments = np.diff(np.asarray(block, dtype=np.float64), axis=0)
+                increments = np.diff(np.asarray(block, dtype=np.float64),
+                                     axis=1 if samples else 0)
             self.deltas[field.name].add(increments)
 
     def yaml(self) -> str:
