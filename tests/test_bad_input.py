@@ -47,7 +47,7 @@ def files(tmp_path_factory):
 
 
 def snapshot(root: Path) -> dict[str, float]:
-    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))}
+    return {str(p.relative_to(root)): p.lstat().st_mtime_ns for p in sorted(root.rglob("*"))}
 
 
 def run_bad(argv, capsys, root):
@@ -1036,10 +1036,29 @@ from ssmpde.cli import main
 
 resource.setrlimit(resource.RLIMIT_AS, (psutil.Process().memory_info().vms + 2 ** 31,
                                         resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+
+def through_engine(engine, path):
+    # xr.open_dataset(path, engine=engine): what it raised, or whether it gave what
+    # ssmpde.data.open_dataset gives (before validation)
+    import xarray as xr
+    from ssmpde.data import open_dataset
+    try:
+        with xr.open_dataset(path, engine=engine) as theirs:
+            with open_dataset(path, validate=False) as ours:
+                same = theirs.load().identical(ours.load())
+        return {"status": 0, "same": same, "err": ""}
+    except Exception as error:
+        return {"status": 2, "type": type(error).__name__, "err": str(error)}
+
+
 results = []
 for argv, environment in json.loads(sys.stdin.read()):
     os.environ.pop("SSMPDE_MAX_MEMORY", None)
     os.environ.update(environment)
+    if argv[0] == "--engine":
+        results.append(through_engine(argv[1], argv[2]))
+        continue
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
@@ -1053,7 +1072,10 @@ print(json.dumps(results))
 
 def run_isolated(rows, timeout: float = 120) -> list[dict]:
     """``[(argv, environment)]`` run one after the other in a fresh process (see ISOLATED):
-    each row's exit status, stderr and the end of its stdout."""
+    each row's exit status, stderr and the end of its stdout. An argv ``["--engine", NAME,
+    PATH]`` opens PATH with ``xr.open_dataset(PATH, engine=NAME)`` instead: what it raised
+    (``type``, ``err``) or whether it gave what :func:`ssmpde.data.open_dataset` gives
+    (``same``)."""
     import subprocess
     import sys
 
@@ -1141,3 +1163,81 @@ def declared_work_cases(root: Path):
 def test_declared_work_is_bounded(tmp_path):
     pytest.importorskip("h5py")
     assert_isolated_table(declared_work_cases(tmp_path), tmp_path, timeout=90)
+
+
+def hostile_path_cases(root: Path):
+    """(id, argv, words, environment): paths that hold no dataset. A FIFO is refused, never
+    waited on; a symbolic link that loops or leads nowhere is named as one (it gave Python's
+    '[Errno 2]' or '[Errno 40]')."""
+    fifo, loop, dangling = root / "pipe.hdf5", root / "loop.hdf5", root / "dangling.nc"
+    os.mkfifo(fifo)
+    os.symlink(root / "loop-b.hdf5", loop)
+    os.symlink(loop, root / "loop-b.hdf5")
+    os.symlink(root / "nowhere.nc", dangling)
+    out = root / "out"
+    cases = []
+    for what, path, words in (("fifo", fifo, "is not a regular file (a FIFO"),
+                              ("loop", loop, "is a symbolic link that leads back to itself"),
+                              ("dangling", dangling, "is a symbolic link to")):
+        cases += [(f"{what}-info", ["info", path], words, {}),
+                  (f"{what}-train", ["train", "geomano", "--data", path, "--out", out,
+                                     "--no-progress"], words, {}),
+                  (f"{what}-convert", ["convert", path, f"{out}.nc"], words, {})]
+    return cases
+
+
+def test_hostile_paths(tmp_path):
+    assert_isolated_table(hostile_path_cases(tmp_path), tmp_path, timeout=60)
+
+
+def _opened_paths(table) -> dict[Path, dict]:
+    """The inputs the rows of ``table`` open that are in a foreign format or hold no file or
+    directory (a FIFO, a link that leads nowhere), each with its row's environment."""
+    from ssmpde.data import formats
+
+    opened: dict[Path, dict] = {}
+    for row in table:
+        for arg in row[1]:
+            if not isinstance(arg, Path) or not (arg.exists() or arg.is_symlink()):
+                continue
+            odd = not (arg.is_file() or arg.is_dir())
+            if odd or formats.sniff(arg) is not None:
+                opened.setdefault(arg, row[3] if len(row) > 3 else {})
+    return opened
+
+
+def test_the_bad_input_table_through_the_xarray_engines(tmp_path):
+    """Every file the foreign-file, declared-work and hostile-path rows open, opened with
+    ``xr.open_dataset(path, engine=...)``: where ``ssmpde info`` refuses it the engine
+    refuses it with the same message (the same guards: a FIFO blocked the engine forever,
+    sizes went unchecked), and where info reads it the engine gives what open_dataset gives.
+    A path of no format goes through both engines. In a process of its own, under a memory
+    limit and a timeout."""
+    pytest.importorskip("h5py")
+    from ssmpde.data import formats
+
+    for name in ("foreign", "paths"):
+        (tmp_path / name).mkdir()
+    table = [*foreign_file_cases(tmp_path / "foreign"), *declared_work_cases(tmp_path),
+             *hostile_path_cases(tmp_path / "paths")]
+    rows, expected = [], []  # expected: (path, engine, its info row, its engine row)
+    for path, environment in _opened_paths(table).items():
+        module = formats.sniff(path) if path.is_file() or path.is_dir() else None
+        rows.append((["info", path], environment))
+        info_row = len(rows) - 1
+        for engine in [module.NAME] if module is not None else ["pdebench", "the-well"]:
+            rows.append((["--engine", engine, path], environment))
+            expected.append((path, engine, info_row, len(rows) - 1))
+    results = run_isolated(rows, timeout=120)
+    failures = []
+    for path, engine, info_row, engine_row in expected:
+        info, theirs = results[info_row], results[engine_row]
+        if info["status"] == 0:
+            ok = theirs["status"] == 0 and theirs["same"]
+        else:
+            said = info["err"].strip().removeprefix("ssmpde: error: ")
+            ok = theirs["status"] == 2 and " ".join(theirs["err"].split()) == said
+        if not ok:
+            failures.append(f"{path.name} ({engine}): info {info}, engine {theirs}")
+    assert len(expected) >= 15 and not failures, "\n".join(failures)
+

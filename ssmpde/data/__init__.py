@@ -82,7 +82,7 @@ from .outputs import (
     remove_stale_temporaries,
 )
 from .progress import PROGRESS_ATTR, StoreProgress, store_progress
-from .reading import load_dataset, open_dataset
+from .reading import check_path, load_dataset, open_dataset
 from .schema import (
     BOUNDARY_CONDITIONS,
     BOUNDARY_KINDS,
@@ -162,6 +162,7 @@ __all__ = [
     "canonical_dims",
     "check_file",
     "check_output",
+    "check_path",
     "config_of",
     "convert",
     "create_store",

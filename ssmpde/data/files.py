@@ -27,7 +27,7 @@ from . import formats
 from .output_policy import (FIGURE_FORMATS, NETCDF_SUFFIXES, ZARR_SUFFIXES, check_output,
                             figure_metadata, format_of_suffix, is_ssmpde_output)
 from .outputs import atomic_path, block_size, output_lock, remove_stale_temporaries
-from .reading import load_dataset, open_dataset
+from .reading import check_path, load_dataset, open_dataset
 from .schema import SAMPLE
 from .streaming import STREAM_SAMPLES, stream_chunks
 from .validation import _raise_if_invalid
@@ -440,6 +440,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike, *,
                          f"--to {', '.join(formats.taking_dtype())}")
     export_options = {} if dtype is None else {"dtype": dtype}
     notes: list[str] = []
+    check_path(source)  # a FIFO or a link that leads nowhere, before the target is checked
     with output_lock(target):
         remove_stale_temporaries(target)
         check_output(target, inputs=[source], overwrite=overwrite, flag="target",

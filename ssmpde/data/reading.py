@@ -14,8 +14,10 @@ coordinate comes back with the dtype, values and ``units`` attribute it was writ
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
+import stat
 from typing import Any
 
 import xarray as xr
@@ -27,7 +29,7 @@ from .progress import store_progress
 from .schema import SAMPLE, DatasetFileError
 from .validation import _raise_if_invalid
 
-__all__ = ["load_dataset", "open_dataset"]
+__all__ = ["check_path", "load_dataset", "open_dataset"]
 
 # Never decode numbers into dates or durations: ssmpde time is a plain number with plain units.
 _DECODE_KWARGS = {"decode_times": False, "decode_timedelta": False}
@@ -47,20 +49,48 @@ def _open_foreign(foreign, path: pathlib.Path, chunks: Any) -> xr.Dataset:
     return ds.chunk({SAMPLE: 1} if chunks == {} and SAMPLE in ds.dims else chunks)
 
 
+def check_path(path: pathlib.Path) -> None:
+    """Refuse a path that holds no dataset before anything opens it: nothing there, a
+    symbolic link that leads nowhere (dangling, or a loop), a FIFO (opening one waits for a
+    writer forever), a socket or a device. Every reader calls it, the xarray engines of the
+    foreign formats too.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing exists at ``path``.
+    DatasetFileError
+        For a link that leads nowhere, or anything but a file or a directory.
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if not path.is_symlink():
+            raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
+                                    "(check the path)") from None
+        raise DatasetFileError(f"'{path}' is a symbolic link to '{os.readlink(path)}', which "
+                               "does not exist: fix or remove the link, or give the path of "
+                               "the dataset itself") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # the link resolves through itself
+            raise DatasetFileError(f"'{path}' is a symbolic link that leads back to itself (a "
+                                   "loop): fix or remove the link, or give the path of the "
+                                   "dataset itself") from None
+        raise DatasetFileError(f"cannot read '{path}': {error.strerror}") from None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        # Opening a FIFO waits for a writer forever; a device or socket is no dataset either.
+        raise DatasetFileError(f"'{path}' is not a regular file (a FIFO, socket or device): "
+                               "ssmpde reads datasets from files and zarr directories; give "
+                               "the path of the dataset itself")
+
+
 def _open(path: pathlib.Path, chunks: Any, *, in_progress: bool = False) -> xr.Dataset:
     """Open without validation; a store still being written only with ``in_progress``.
 
     Values are read through :mod:`ssmpde.data.integrity`'s backends: read errors name the
     variable and sample, data variables come in the schema's dimension order.
     """
-    if not (path.exists() or path.is_symlink()):
-        raise FileNotFoundError(f"no dataset at '{path}': no such file or zarr store "
-                                "(check the path)")
-    if path.exists() and not (path.is_dir() or path.is_file()):
-        # Opening a FIFO waits for a writer forever; a device or socket is no dataset either.
-        raise DatasetFileError(f"'{path}' is not a regular file (a FIFO, socket or device): "
-                               "ssmpde reads datasets from files and zarr directories; give "
-                               "the path of the dataset itself")
+    check_path(path)
     if path.is_dir():
         if not _is_zarr_store(path):
             foreign = formats.sniff(path)

@@ -48,7 +48,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from ssmpde.core import decode_json
-from ssmpde.data import SAMPLE, config_of, open_dataset, output_lock
+from ssmpde.data import SAMPLE, check_path, config_of, open_dataset, output_lock
 from ssmpde.solvers.base import positive_finite
 from ssmpde.threads import entry_point
 
@@ -425,6 +425,8 @@ def train(model_name: str, data, *, out, preset: str | None = None,
                          f"processes ({world})")
     device = _rank_device(check_device(config.device), world)
     for source in (data, test_data):
+        if source is not None:
+            check_path(Path(source))  # a FIFO, a link that loops or leads nowhere: named
         if source is not None and Path(source).resolve() == out.resolve():
             raise ValueError(f"--out '{out}' is one of the inputs: choose another path")
     # The directories this call creates, deepest first: a run that fails before it wrote

@@ -94,7 +94,9 @@ def test_every_format_is_an_engine_named_as_convert_names_it():
         assert isinstance(engine, FormatBackendEntrypoint) and engine.format_name == name
         assert engine.description == formats.format_named(name).DESCRIPTION
         assert engine.url.startswith("https://")
-        assert engine.open_dataset_parameters == ("filename_or_obj", "drop_variables")
+        assert engine.open_dataset_parameters == (
+            "filename_or_obj", "drop_variables", "concat_characters", "decode_coords",
+            "mask_and_scale", "decode_times", "decode_timedelta", "use_cftime")
 
 
 CASES = ["pdebench-genuine", "pdebench-stacked", "pdebench-groups", "the-well", "the-well-split",
@@ -168,3 +170,22 @@ def test_a_file_of_another_format_is_refused_naming_it(files):
         xr.open_dataset(files["ours-1d.nc"], engine="pdebench")
     with pytest.raises(TypeError, match="'pdebench' engine reads a local file.*by its path"):
         xr.open_dataset(io.BytesIO(b"\x89HDF\r\n\x1a\n"), engine="pdebench")
+
+
+def test_xarray_options_are_taken_or_refused_by_name(files):
+    """xarray's decoding options: those that change nothing are taken, those the engine cannot
+    honour are refused naming them (a raw TypeError before), unknown ones too."""
+    path = files["pdebench-stacked"]
+    for options in ({"mask_and_scale": False}, {"decode_times": False}, {"decode_cf": False},
+                    {"decode_coords": "all"}, {"concat_characters": True},
+                    {"chunks": {"sample": 2}}):
+        with xr.open_dataset(path, engine="pdebench", **options) as ds, \
+                open_dataset(path) as ours:
+            xr.testing.assert_identical(ds.load(), ours.load())
+    for name in ("mask_and_scale", "decode_times", "decode_timedelta", "use_cftime"):
+        with pytest.raises(ValueError, match=f"'pdebench' engine cannot honour {name}=True: "
+                                             ".* leave it out or pass False"):
+            xr.open_dataset(path, engine="pdebench", **{name: True})
+    with pytest.raises(TypeError, match="'pdebench' engine takes no option 'group': it takes "
+                                        "drop_variables, chunks and"):
+        xr.open_dataset(path, engine="pdebench", group="x")

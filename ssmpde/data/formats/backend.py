@@ -26,10 +26,16 @@ import xarray as xr
 from xarray.backends import BackendEntrypoint
 
 from ..integrity import guard
+from ..reading import check_path
 from ..schema import SAMPLE
 from . import format_named
 
 __all__ = ["FormatBackendEntrypoint"]
+
+#: xarray's decoding options that change nothing in these formats: accepted with any value.
+NO_EFFECT = ("concat_characters", "decode_coords")
+#: xarray's decoding options the engines cannot honour: accepted as False, refused as True.
+NOT_TRUE = ("mask_and_scale", "decode_times", "decode_timedelta", "use_cftime")
 
 
 def _path_of(filename_or_obj: Any) -> pathlib.Path | None:
@@ -50,16 +56,25 @@ class FormatBackendEntrypoint(BackendEntrypoint):
 
     Notes
     -----
-    The engine takes ``drop_variables`` and no decoding options: the formats hold plain
-    numbers, and times stay numbers with their ``units``, as :func:`ssmpde.data.open_dataset`
-    gives them. With ``chunks={}`` each variable is one sample per dask chunk.
+    The engine takes ``drop_variables`` and xarray's decoding options as far as they apply:
+    the formats hold plain numbers (no fill values, scale factors, character arrays or CF
+    ``coordinates`` attributes), and times stay numbers with their ``units``, as
+    :func:`ssmpde.data.open_dataset` gives them. So ``concat_characters`` and
+    ``decode_coords`` change nothing and are accepted with any value; ``mask_and_scale``,
+    ``decode_times``, ``decode_timedelta`` and ``use_cftime`` are accepted as False (what
+    ``decode_cf=False`` passes) and refused as True, which they cannot honour; any other
+    option is refused naming it. With ``chunks={}`` each variable is one sample per dask
+    chunk. The path is checked as every ssmpde reader checks it
+    (:func:`ssmpde.data.reading.check_path`): a FIFO is refused, never waited on.
     """
 
     format_name: ClassVar[str] = ""
-    open_dataset_parameters: ClassVar[tuple[str, ...]] = ("filename_or_obj", "drop_variables")
+    open_dataset_parameters: ClassVar[tuple[str, ...]] = (
+        "filename_or_obj", "drop_variables", *NO_EFFECT, *NOT_TRUE)
 
     def open_dataset(self, filename_or_obj: str | os.PathLike, *,
-                     drop_variables: str | Iterable[str] | None = None) -> xr.Dataset:
+                     drop_variables: str | Iterable[str] | None = None,
+                     **options: Any) -> xr.Dataset:
         """Open a file or directory of this format lazily as an ssmpde dataset.
 
         Parameters
@@ -68,6 +83,10 @@ class FormatBackendEntrypoint(BackendEntrypoint):
             A local file or directory (``xr.open_dataset`` passes its first argument).
         drop_variables : str or iterable of str, optional
             Variables to leave out; names the file lacks are ignored.
+        **options
+            xarray's decoding options (see the class's Notes): ``concat_characters`` and
+            ``decode_coords`` with any value; ``mask_and_scale``, ``decode_times``,
+            ``decode_timedelta``, ``use_cftime`` as False.
 
         Returns
         -------
@@ -78,16 +97,22 @@ class FormatBackendEntrypoint(BackendEntrypoint):
         Raises
         ------
         TypeError
-            For an open file object, a store or a URL: the formats are read by path.
-        DatasetFileError
-            If the file is not in this format, or cannot be read (the format's ``open`` says
-            which).
+            For an open file object, a store or a URL (the formats are read by path), or an
+            option the engine does not take.
+        ValueError
+            For a decoding option it cannot honour (``mask_and_scale=True``, ...).
+        FileNotFoundError, DatasetFileError
+            If nothing is at the path, it is no file or directory (a FIFO, a device, a link
+            that leads nowhere), it is not in this format, or it cannot be read (the format's
+            ``open`` says which).
         """
         path = _path_of(filename_or_obj)
         if path is None:
             raise TypeError(f"the {self.format_name!r} engine reads a local file or directory "
                             f"by its path, not {type(filename_or_obj).__name__} "
                             f"{filename_or_obj!r}: pass the path")
+        self._check_options(options)
+        check_path(path)
         module = format_named(self.format_name)
         ds = guard(module.open(path, None), str(path), kind=f"{module.NAME} file")
         if drop_variables is not None:
@@ -98,6 +123,20 @@ class FormatBackendEntrypoint(BackendEntrypoint):
             if SAMPLE in var.dims:
                 var.encoding["preferred_chunks"] = {SAMPLE: 1}
         return ds
+
+    def _check_options(self, options: dict[str, Any]) -> None:
+        unknown = sorted(set(options) - {*NO_EFFECT, *NOT_TRUE})
+        if unknown:
+            raise TypeError(f"the {self.format_name!r} engine takes no option "
+                            f"{', '.join(map(repr, unknown))}: it takes drop_variables, chunks "
+                            f"and xarray's decoding options {', '.join((*NO_EFFECT, *NOT_TRUE))}")
+        refused = [name for name in NOT_TRUE if options.get(name) not in (None, False)]
+        if refused:
+            raise ValueError(f"the {self.format_name!r} engine cannot honour "
+                             f"{', '.join(f'{name}={options[name]!r}' for name in refused)}: "
+                             "the format holds plain numbers, read as stored (no fill values "
+                             "or scale factors), and times as numbers with their units, as "
+                             "ssmpde.data.open_dataset reads them; leave it out or pass False")
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         """Whether ``filename_or_obj`` is a local path in this format (the format's ``sniff``:
