@@ -506,7 +506,9 @@ class _ScheduleHelp:
         with _holding_sigint():  # the import of torch (see _holding_sigint)
             from .coupling.schedules import describe_schedules
 
-        return ", ".join(f"{syntax} ({summary})" for syntax, summary in describe_schedules())
+        # a schedule registered elsewhere may have no summary: its syntax alone, then
+        return ", ".join(f"{syntax} ({summary})" if summary else syntax
+                         for syntax, summary in describe_schedules())
 
 
 def _foreign_format_help() -> list[str]:

@@ -185,7 +185,11 @@ def test_rollout_help_lists_every_registered_schedule(capsys):
     text = " ".join(capsys.readouterr().out.split())
     entry = text.rsplit("--schedule SCHEDULE ", 1)[1].split(" --", 1)[0]
     for cls in list_schedules():
-        assert cls.summary and f"{cls.syntax} ({cls.summary})" in entry, (cls.name, entry)
+        # ssmpde's own have a summary; one registered by other code (a test's) may not
+        if cls.__module__ == "ssmpde.coupling.schedules" or cls.summary:
+            assert cls.summary and f"{cls.syntax} ({cls.summary})" in entry, (cls.name, entry)
+        else:
+            assert cls.syntax in entry and f"{cls.syntax} ()" not in entry, (cls.name, entry)
 
 
 @pytest.mark.parametrize("equation", ["navier-stokes", "burgers", "kuramoto-sivashinsky"])
