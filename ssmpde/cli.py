@@ -158,6 +158,11 @@ def _add_compile(parser, dest: str = "compile") -> None:
                              "by default")
 
 
+def _no_presets(name: str, text: str) -> str:
+    raise argparse.ArgumentTypeError(f"{name} has no presets (got {text!r}): set its options "
+                                     "with its flags")
+
+
 def _add_solver_parser(subparsers, name: str) -> None:
     from .solvers.base import get_solver_class
 
@@ -174,8 +179,12 @@ def _add_solver_parser(subparsers, name: str) -> None:
     run.add_argument("--seed", type=int, default=0, metavar="N", help="master seed (default 0)")
     run.add_argument("--batch-size", type=int, default=8, metavar="N",
                      help="samples integrated together; does not change results (default 8)")
-    run.add_argument("--preset", choices=sorted(cls.PRESETS) or None,
-                     help="a benchmark configuration; other flags override it")
+    if cls.PRESETS:
+        run.add_argument("--preset", choices=sorted(cls.PRESETS),
+                         help="a benchmark configuration; other flags override it")
+    else:
+        run.add_argument("--preset", type=lambda text, n=name: _no_presets(n, text),
+                         help=f"{name} has no presets: set its options below")
     run.add_argument("--overwrite", action="store_true",
                      help="replace an existing --out that is a dataset ssmpde wrote (never "
                           "a file or directory it did not write, nor an input), and discard "

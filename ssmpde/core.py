@@ -28,14 +28,16 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-__all__ = ["JSONFileError", "Registry", "autoregressive", "decode_json", "pooled_relative_l2",
-           "relative_l2", "relative_l2_per_frame", "unknown_name"]
+__all__ = ["JSONFileError", "Registry", "autoregressive", "check_json_keys", "decode_json",
+           "pooled_relative_l2", "relative_l2", "relative_l2_per_frame", "unknown_name"]
 
 T = TypeVar("T")
 
 
 def unknown_name(kind: str, name: str, known: Sequence[str]) -> str:
     """``unknown model 'geomamo'. Did you mean 'geomano'? Known: fno, geomano.``"""
+    if not known:
+        return f"unknown {kind} {name!r}: there are none to choose from."
     close = difflib.get_close_matches(str(name), list(known), n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return f"unknown {kind} {name!r}.{hint} Known: {', '.join(sorted(known))}."
@@ -406,10 +408,22 @@ def decode_json(source: str | os.PathLike, *, text: str | bytes | None = None,
     if not _is_a(value, expect):
         raise error(f"{where} must hold a JSON {_kind_name(expect)}, got "
                     f"{_json_type(value)}{tail}")
-    for key, kind in (keys or {}).items():
+    if keys:
+        check_json_keys(value, keys, where=where, error=error, fix=fix)
+    return value
+
+
+def check_json_keys(value: Any, keys: Mapping[str, type | tuple[type, ...]], *, where: str,
+                    error: type[Exception] = JSONFileError, fix: str = "") -> None:
+    """Check that ``value`` (a decoded JSON document or a part of one, described by ``where``)
+    is an object holding ``keys`` of the JSON types given; one ``error`` naming ``where``, the
+    key and both types otherwise, then ``fix`` (as :func:`decode_json`'s)."""
+    tail = f": {fix}" if fix else ""
+    if not _is_a(value, dict):
+        raise error(f"{where} must hold a JSON object, got {_json_type(value)}{tail}")
+    for key, kind in keys.items():
         if key not in value:
             raise error(f"{where} lacks the key {key!r}{tail}")
         if not _is_a(value[key], kind):
             raise error(f"{where}: {key!r} must be a JSON {_kind_name(kind)}, got "
                         f"{_json_type(value[key])}{tail}")
-    return value

@@ -864,8 +864,8 @@ def test_a_rollout_on_data_of_another_generator_is_one_line_unless_allowed(files
 # ------------------------------------------------------------------------------------------
 
 def _tiny_trajectories(values=None):
-    """A valid 1D dataset of 2 samples, 4 frames and 8 points: ``u`` holds ``values``
-    (default: random)."""
+    """A valid 1D dataset of 4 frames of 8 points: ``u`` holds ``values`` ``[sample, 4, 8]``
+    (default: 2 random samples)."""
     import xarray as xr
 
     from ssmpde.data import build_dataset, sample_coordinate, spatial_coordinate, time_coordinate
@@ -875,7 +875,8 @@ def _tiny_trajectories(values=None):
     return build_dataset(
         {"u": xr.DataArray(values, dims=("sample", "time", "x"),
                            attrs={"long_name": "u", "units": "1", "role": "state"})},
-        coords={"sample": sample_coordinate(2), "time": time_coordinate(np.arange(4.0)),
+        coords={"sample": sample_coordinate(len(values)),
+                "time": time_coordinate(np.arange(4.0)),
                 "x": spatial_coordinate("x", np.arange(8.0) / 8)},
         equation="test", config={}, title="t", references="none", solver="none")
 
@@ -1241,3 +1242,136 @@ def test_the_bad_input_table_through_the_xarray_engines(tmp_path):
             failures.append(f"{path.name} ({engine}): info {info}, engine {theirs}")
     assert len(expected) >= 15 and not failures, "\n".join(failures)
 
+
+
+def _pdebench_with_metadata(source: Path, target: Path, change) -> Path:
+    """A PDEBench export of ``source`` whose ``ssmpde_metadata`` JSON ``change`` edits."""
+    import netCDF4
+
+    from ssmpde.data import convert
+
+    convert(source, target, to="pdebench")
+    with netCDF4.Dataset(target, "a") as nc:
+        meta = json.loads(nc.getncattr("ssmpde_metadata"))
+        change(meta)
+        nc.setncattr_string("ssmpde_metadata", json.dumps(meta))
+    return target
+
+
+def message_cases(f, root: Path):
+    """(id, argv, words): inputs whose refusal reached the user in Python's or numpy's words
+    ('internal error (AttributeError)', '[Errno 17] File exists', a broadcast error) or blamed
+    the wrong thing, and a run refused after its work had begun."""
+    import shutil as shell
+
+    import h5py
+
+    from ssmpde.data.formats import the_well
+
+    tiny = save(_tiny_trajectories(), root / "tiny.nc")
+    meta_changes = {
+        "coords-array": (lambda m: m.update(coords=[]), "'coords' must be a JSON object, got "
+                         "array"),
+        "variable-number": (lambda m: m["variables"].update(u=5), "variables 'u' must hold a "
+                            "JSON object, got integer"),
+        "dims-number": (lambda m: m["variables"]["u"].update(dims=3), "variables 'u': 'dims' "
+                        "must be a JSON array, got integer"),
+        "axes-text": (lambda m: m["variables"]["u"].update(axes=["0", "1", "2"]),
+                      "'axes' must hold integers"),
+        "coord-attrs-array": (lambda m: m["coords"]["x"].update(attrs=[]), "coords 'x': "
+                              "'attrs' must be a JSON object, got array"),
+    }
+    table = []
+    for name, (change, words) in meta_changes.items():
+        path = _pdebench_with_metadata(tiny, root / f"meta-{name}.hdf5", change)
+        table.append((f"pdebench-meta-{name}", ["info", path], words))
+    short = root / "short-field.hdf5"  # the field one frame short of its header's time axis
+    the_well.export(_tiny_trajectories(), short)
+    with h5py.File(short, "a") as file:
+        attrs = dict(file["t0_fields/u"].attrs)
+        del file["t0_fields/u"]
+        file["t0_fields"].create_dataset("u", data=np.ones((2, 3, 8)))
+        file["t0_fields/u"].attrs.update(attrs)
+    looped = root / "looped-split"  # a Well directory whose valid split is a symlink loop
+    the_well.export(_tiny_trajectories(np.random.default_rng(1).standard_normal((4, 4, 8))),
+                    looped)
+    shell.rmtree(looped / "data" / "valid")
+    os.symlink(looped / "data" / "valid", looped / "data" / "valid")
+    out = root / "new"
+    train_1d = ["train", "geomano", "--preset", "1d", "--out", out, "--no-progress",
+                "--window", "1", "--epochs", "1", "--model-option", "width=8", "--data"]
+    for name, path, words in (("well-short-field", short, "holds an array of shape [2, 3, 8], "
+                               "but the file's n_trajectories, dimensions/time and grid make "
+                               "it [2, 4, 8]"),
+                              ("well-looped-split", looped, "is a symbolic link that leads "
+                               "back to itself")):
+        table += [(f"{name}-info", ["info", path], words),
+                  (f"{name}-train", [*train_1d, path], words),
+                  (f"{name}-convert", ["convert", path, f"{out}.nc"], words)]
+    correction = ["train", "geomano", "--data", f["ns"], "--no-progress", "--model-option",
+                  "width=8", "--model-option", "depth=1", "--window", "1", "--target",
+                  "correction", "--coarse", "1x2", "--out"]
+    for name, blocking in (("cache-file", "correction_cache"),
+                           ("cache-split-file", "correction_cache/train")):
+        run = root / f"run-{name}"
+        (run / blocking).parent.mkdir(parents=True, exist_ok=True)
+        (run / blocking).write_text("in the way")
+        table.append((name, [*correction, run], f"'{run / blocking}' is not a directory, but "
+                      "the correction cache"))
+    small = ["--samples", "1", "--resolution", "32", "--simulation-resolution", "32",
+             "--out", f"{out}.nc", "--no-progress"]
+    stiff = "of the stiffest mode is"
+    table += [
+        ("allen-cahn-diffusivity-1e300", ["generate", "allen-cahn", *small, "--diffusivity",
+                                          "1e300"], stiff),
+        ("allen-cahn-domain-1e-300", ["generate", "allen-cahn", *small, "--domain-length",
+                                      "1e-300"], stiff),
+        ("burgers-viscosity-1e300", ["generate", "burgers", *small, "--viscosity", "1e300"],
+         stiff),
+        ("kdv-domain-1e-300", ["generate", "kdv", *small, "--domain-length", "1e-300"], stiff),
+        ("ks-domain-1e-300", ["generate", "kuramoto-sivashinsky", *small, "--domain-length",
+                              "1e-300"], stiff),
+        ("allen-cahn-preset", ["generate", "allen-cahn", *small, "--preset", "nope"],
+         "allen-cahn has no presets (got 'nope')"),
+        ("euler-source-correction", ["train", "geomano", "--data", f["euler"], "--out", out,
+                                     "--no-progress", "--model-option", "width=8",
+                                     "--window", "1", "--target", "correction", "--coarse",
+                                     "2x1", "--correction-mode", "source", "--num-test", "1"],
+         "no differentiable step for 'euler'"),
+    ]
+    return table
+
+
+@pytest.fixture(scope="module")
+def euler(files):
+    """A tiny Euler dataset stored at half its simulation grid (a 2x1 coarsening steps it)."""
+    path = files["root"] / "euler.nc"
+    if not path.exists():
+        generate("euler", num_samples=3, seed=0, out=path, progress=False, resolution=16,
+                 simulation_resolution=32, final_time=0.04, record_interval=0.01)
+    return path
+
+
+def test_messages_round_four(files, euler, capsys, tmp_path):
+    pytest.importorskip("h5py")
+    assert_table(message_cases({**files, "euler": euler}, tmp_path), capsys, tmp_path)
+
+
+def test_every_generate_option_has_its_own_help():
+    """Allen-Cahn's options shared their help (a config docstring's grouped entry,
+    'final_time, record_interval, time_step : float', became three copies of one text)."""
+    from ssmpde.cli import _build_parser
+    from ssmpde.solvers.base import list_solvers
+
+    parser = _build_parser()
+    generate_parser = parser._subparsers._group_actions[0].choices["generate"]
+    equations = generate_parser._subparsers._group_actions[0].choices
+    repeated = {}
+    for name in list_solvers():
+        helps = [action.help for group in equations[name]._action_groups
+                 if group.title and "options" in group.title and group.title != "options"
+                 for action in group._group_actions]
+        texts = [h.rsplit(" [default:", 1)[0] for h in helps]
+        if len(set(texts)) != len(texts):
+            repeated[name] = sorted({t for t in texts if texts.count(t) > 1})
+    assert not repeated, repeated

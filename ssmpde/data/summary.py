@@ -37,7 +37,7 @@ __all__ = ["describe"]
 def _disk_size(path: pathlib.Path) -> int:
     if not path.is_dir():
         return path.stat().st_size
-    return sum((pathlib.Path(root) / name).stat().st_size
+    return sum((pathlib.Path(root) / name).lstat().st_size  # a link counts as itself
                for root, _, names in os.walk(path) for name in names)
 
 

@@ -16,14 +16,20 @@ class AllenCahnConfig:
 
     Parameters
     ----------
-    resolution, simulation_resolution : int
-        Stored and simulated grid points N (even; stored frames are strided).
+    resolution : int
+        Grid points N of the stored frames (even; every s-th simulation point).
+    simulation_resolution : int
+        Grid points N of the pseudospectral simulation (even; a multiple of ``resolution``).
     domain_length : float
         Period L; the grid is x_j = L j / N (the right end is excluded).
     diffusivity : float or (float, float)
         ε, the coefficient of u_xx; a pair ``(low, high)`` draws ε ~ U[low, high] per sample.
-    final_time, record_interval, time_step : float
-        Simulated time T, time between stored frames (a Stepper ``step``), ETDRK4 step h.
+    final_time : float
+        Simulated time T; a whole number of record intervals.
+    record_interval : float
+        Time between stored frames (one Stepper ``step``); a whole number of time steps.
+    time_step : float
+        ETDRK4 step h.
     lmax : int
         u0 is LPSDA's sum of ten sines of wavenumbers below lmax (``sine_series``).
     dealias : bool

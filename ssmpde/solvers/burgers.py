@@ -48,10 +48,13 @@ class BurgersConfig:
     dtype : {"float64", "float32"}
         The arithmetic of the time stepping (stored frames are float64 either way). float32
         runs 1.1–1.2x faster; its error against float64 is in ``docs/numerics/float32.md``.
-    alpha, tau, sigma : float
-        Smoothness exponent α, inverse length scale τ and amplitude σ of the initial-condition
-        GRF, covariance σ²(−Δ + τ²)^(−α) (FNO paper: 2, 5, 25, i.e. 625(−Δ + 25)^(−2); FNO
-        script: 2.5, 7, 49).
+    alpha : float
+        Smoothness exponent α of the initial-condition GRF, covariance σ²(−Δ + τ²)^(−α) (FNO
+        paper: 2; FNO script: 2.5).
+    tau : float
+        Inverse length scale τ of that GRF (FNO paper: 5; FNO script: 7).
+    sigma : float
+        Amplitude σ of that GRF (FNO paper: 25, i.e. 625(−Δ + 25)^(−2); FNO script: 49).
     """
 
     resolution: int = 1024

@@ -34,9 +34,12 @@ class KdVConfig:
         b, the coefficient of u u_x (LPSDA and Zabusky–Kruskal: 1; the textbook scaling: 6).
     dispersion : float
         δ, the coefficient of u_xxx (Zabusky–Kruskal: 0.022²).
-    final_time, record_interval, time_step : float
-        Simulated time T, time between stored frames (one Stepper ``step``), ETDRK4 step h;
-        each divides the one before it.
+    final_time : float
+        Simulated time T.
+    record_interval : float
+        Time between stored frames (one Stepper ``step``); it divides ``final_time``.
+    time_step : float
+        ETDRK4 step h; it divides ``record_interval``.
     initial_condition : {"lpsda", "cosine"}
         ``lpsda``: u0 = Σ_{k=1}^{10} A_k sin(2π l_k x / L + φ_k), A ~ U[−½, ½), φ ~ U[0, 2π),
         l ~ randint(1, lmax). ``cosine``: u0 = cos(2πx / L) for every sample (Zabusky–Kruskal).

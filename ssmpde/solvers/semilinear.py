@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import itertools
 import types
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,9 @@ __all__ = ["DTYPES", "FusedETDRK4", "MAX_RESOLUTION", "NonlinearTerm1D", "Nonlin
 #: Largest simulation grid accepted by default (2**22 points: one batch row of buffers is
 #: ~1 GB already).
 MAX_RESOLUTION = 2 ** 22
+#: The largest time_step x |L| of a mode: ETDRK4's contour coefficients take cubes of it, and
+#: float64 holds about 1.8e308 (so below 5.6e102, with margin).
+MAX_STIFFNESS = 1e100
 
 
 def check_grid(resolution: Any, simulation_resolution: Any, maximum: int = MAX_RESOLUTION
@@ -558,6 +562,28 @@ class SemilinearSolver1D(TimeDependentSolver):
         if getattr(self.config, "dtype", "float64") != "float64" and not self._fused:
             raise ValueError(f"dtype {self.config.dtype} runs on the fused path only (a power "
                              "nonlinearity, fft_backend='pyfftw'); use dtype='float64'")
+        self._check_stiffness()
+
+    def _check_stiffness(self) -> None:
+        """Refuse a config whose stiffest mode ETDRK4's coefficients cannot hold in float64
+        (they take cubes of time_step · L): a diffusivity of 1e300 or a domain of 1e-300 made
+        NaN coefficients, numpy's warnings and a blow-up blamed on the time step."""
+        cfg, n = self.config, self.config.simulation_resolution
+        extremes = [np.atleast_1d(np.asarray(getattr(cfg, name), dtype=np.float64))
+                    for name in self.parameter_names]
+        rows = np.array(list(itertools.product(*extremes)) or [()], dtype=np.float64)
+        parameters = {name: rows[:, i] for i, name in enumerate(self.parameter_names)}
+        with np.errstate(over="ignore", invalid="ignore"):
+            stiffness = float(np.max(np.abs(cfg.time_step * self.linear(n, parameters))))
+        if not stiffness <= MAX_STIFFNESS:
+            given = ", ".join(f"{name} {getattr(cfg, name)!r}" for name in self.parameter_names)
+            shown = f"{stiffness:.3g}" if np.isfinite(stiffness) else "not finite (overflow)"
+            raise ValueError(
+                f"{self.name}: time_step x |L| of the stiffest mode is {shown} (L the "
+                f"linear operator of {given + ', ' if given else ''}domain_length "
+                f"{self.domain_length:g} on {n} points), beyond the {MAX_STIFFNESS:g} its "
+                "ETDRK4 coefficients hold in float64: these values are far outside the "
+                "PDE's range; choose ones of physical size")
 
     @property
     def _fused(self) -> bool:

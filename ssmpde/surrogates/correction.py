@@ -164,7 +164,7 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
                                  "it or train into a new run directory")
             blocks = stored.get("blocks", {})  # none in a cache written before block digests
         else:
-            directory.mkdir(parents=True, exist_ok=True)
+            _make_directory(directory)
             blocks = {}
             _write_manifest(manifest, {"digest": digest, **key, "blocks": blocks})
         num, frames, times = ds.sizes[SAMPLE], ds.sizes[TIME], ds[TIME].values
@@ -208,6 +208,19 @@ def coarse_predictions(data, coarsening: str, directory, *, block: int = BLOCK,
             if on_block is not None:
                 on_block(index // block)
     return CoarseCache(np.concatenate(parts), directory, computed)
+
+
+def _make_directory(directory: Path) -> None:
+    """Create the cache's directory, or say which part of its path is in the way (Python's
+    '[Errno 17] File exists' or '[Errno 20] Not a directory' told nothing of the cache)."""
+    for part in (directory, *directory.parents):
+        if part.is_dir():
+            break
+        if part.exists() or part.is_symlink():
+            raise ValueError(f"'{part}' is not a directory, but the correction cache "
+                             f"{directory} needs one there: remove or rename it, or train into "
+                             "a new run directory")
+    directory.mkdir(parents=True, exist_ok=True)
 
 
 def _manifest_bytes(key: dict, blocks: int) -> int:

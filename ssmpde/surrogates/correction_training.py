@@ -299,11 +299,13 @@ def _correction_data(task: Task, train_set: TaskDataset, test_set: TaskDataset,
                              "(--horizon 1) or on-policy (--on-policy N --horizon K --mode "
                              "autoregressive): there is no differentiable step of it to "
                              "unroll through")
-    train_set, test_set, coarse_values = _with_coarse_predictions(
-        task, train_set, test_set, config, out, progress)
     if unrolled or task.correction_mode == "source":
         from ssmpde.solvers.differentiable import differentiable_step
 
+        # Refused (a solver without a differentiable step) before the coarse predictions
+        # are computed: a refused run leaves no cache behind.
         with open_dataset(data) as ds:
             coarse_step = differentiable_step(coarse_solver(ds, config.coarse))
+    train_set, test_set, coarse_values = _with_coarse_predictions(
+        task, train_set, test_set, config, out, progress)
     return train_set, test_set, coarse_values, coarse_step, conservative

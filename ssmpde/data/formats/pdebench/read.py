@@ -16,7 +16,7 @@ import xarray as xr
 from xarray.backends.locks import HDF5_LOCK
 
 from ssmpde import __version__
-from ssmpde.core import decode_json
+from ssmpde.core import check_json_keys, decode_json
 
 from ...schema import (BOUNDARY_CONDITIONS, ROLE, SAMPLE, SPATIAL_DIMS, TIME, X, Y,
                        DatasetFileError, build_dataset, sample_coordinate, spatial_coordinate,
@@ -339,10 +339,7 @@ def open(path: pathlib.Path, chunks: Any) -> xr.Dataset:  # noqa: A001 (the regi
         _refuse_unwritten(path)
         attrs = file.nc.ncattrs()
         if METADATA_ATTR in attrs:
-            ds = _open_export(file, decode_json(
-                path, text=file.nc.getncattr(METADATA_ATTR), error=DatasetFileError,
-                fix=f"its global attribute '{METADATA_ATTR}' is damaged: convert the source "
-                    "data again"))
+            ds = _open_export(file, _metadata(file, path))
         else:
             ds = _open_genuine(file, path)
         empty = [f"{dim} (0)" for dim, size in ds.sizes.items() if size == 0]
@@ -364,6 +361,42 @@ def open(path: pathlib.Path, chunks: Any) -> xr.Dataset:  # noqa: A001 (the regi
     ds.set_close(file.close)
     ds.encoding["source"] = str(path)
     return ds
+
+
+# What each coordinate and variable of an export's metadata holds, by JSON type.
+_META_ENTRIES = {"coords": {"dims": list, "dtype": str, "values": (list, int, float, str),
+                            "attrs": dict},
+                 "variables": {"path": str, "stacked": bool, "dims": list, "axes": list,
+                               "fixed": dict, "attrs": dict}}
+
+
+def _metadata(file: _File, path: pathlib.Path) -> dict:
+    """The metadata of an ssmpde export, its JSON types checked down to each coordinate and
+    variable: wrong ones are one DatasetFileError naming the entry (they were an internal
+    error, AttributeError, when read)."""
+    fix = f"its global attribute '{METADATA_ATTR}' is damaged: convert the source data again"
+    where = f"'{path}': the global attribute '{METADATA_ATTR}'"
+    meta = decode_json(where, text=file.nc.getncattr(METADATA_ATTR), error=DatasetFileError,
+                       keys={"attrs": dict, "coords": dict, "variables": dict}, fix=fix)
+    groups = meta.get("groups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise DatasetFileError(f"{where}: 'groups' must be a JSON array of strings: {fix}")
+    for section, keys in _META_ENTRIES.items():
+        for name, entry in meta[section].items():
+            inside = f"{where}, {section} '{name}'"
+            check_json_keys(entry, keys, where=inside, error=DatasetFileError, fix=fix)
+            lists = {"dims": str, "axes": int}
+            for key, kind in lists.items():
+                if key in entry and not all(isinstance(v, kind) and not isinstance(v, bool)
+                                            for v in entry[key]):
+                    raise DatasetFileError(f"{inside}: '{key}' must hold "
+                                           f"{'strings' if kind is str else 'integers'}: {fix}")
+            if section == "variables" and not all(
+                    k.isdigit() and isinstance(v, int) and not isinstance(v, bool)
+                    for k, v in entry["fixed"].items()):
+                raise DatasetFileError(f"{inside}: 'fixed' must map axes to indices (integers): "
+                                       f"{fix}")
+    return meta
 
 
 def _decode_attr(value: Any) -> Any:

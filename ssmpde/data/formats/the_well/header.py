@@ -129,6 +129,8 @@ def _read_file(h5py, path: pathlib.Path) -> _WellFile:
                 fields[name] = _FileField(name, order, _flag(data.attrs, "sample_varying", where),
                                           _flag(data.attrs, "time_varying", where), dim_varying,
                                           tuple(data.shape), data.dtype)
+                _check_field_shape(fields[name], where, n, len(time),
+                                   [len(coords[d]) for d in spatial_dims])
         scalars = {}
         group = f["scalars"]
         for name in _texts(group.attrs.get("field_names", [])):
@@ -212,6 +214,23 @@ def _check_sizes(h5py, f, path: pathlib.Path, n: int, spatial_dims: Sequence[str
     need = 16 * n + 8 * sum(int(data.size) for data in whole)
     check_declared_memory(path, f"{n} trajectories and {len(whole)} coordinates, scalars and "
                           "masks read whole", need)
+
+
+def _check_field_shape(field: _FileField, where: str, n: int, frames: int,
+                       grid: Sequence[int]) -> None:
+    """A field's array has the shape its header gives it: [trajectories?, times?, *grid (the
+    axes it varies along), then its component axes] (numpy's broadcast error, at the first
+    read, was the only word of a field one frame short)."""
+    lead = ([n] if field.sample_varying else []) + ([frames] if field.time_varying else []) \
+        + [size for size, used in zip(grid, field.dim_varying) if used]
+    if list(field.shape[:len(lead)]) != lead or len(field.shape) != len(lead) + field.order:
+        parts = ", ".join((["trajectories"] if field.sample_varying else [])
+                          + (["times"] if field.time_varying else []) + ["grid points"])
+        raise DatasetFileError(
+            f"{where} holds an array of shape {list(field.shape)}, but the file's "
+            f"n_trajectories, dimensions/time and grid make it {lead} ({parts}) followed by "
+            f"{field.order} component axes: the file is damaged or was cut short; regenerate "
+            "or re-download it")
 
 
 def _check_axis(values: np.ndarray, where: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ...reading import check_path
 from ...schema import DatasetFileError, X, Y
 
 NAME = "the-well"
@@ -88,6 +89,19 @@ def _attrs_from_json(attrs: Mapping) -> dict:
     return {key: _from_json_value(value) for key, value in attrs.items()}
 
 
+class DamagedLayoutError(DatasetFileError):
+    """A Well directory whose split or file is no directory or file (a link that loops or
+    leads nowhere, a FIFO, a file where a split belongs): The Well's layout, damaged."""
+
+
+def _refuse(path: pathlib.Path) -> None:
+    """:func:`~ssmpde.data.reading.check_path`'s refusal of ``path``, as a damaged layout."""
+    try:
+        check_path(path)
+    except DatasetFileError as error:
+        raise DamagedLayoutError(str(error)) from None
+
+
 def _files(root: pathlib.Path) -> list[pathlib.Path]:
     """The HDF5 files of a Well file, split directory or dataset directory, in reading order."""
     if not (root.exists() or root.is_symlink()):
@@ -97,11 +111,22 @@ def _files(root: pathlib.Path) -> list[pathlib.Path]:
         return [root]
 
     def hdf5_in(folder: pathlib.Path) -> list[pathlib.Path]:
-        return sorted(p for p in folder.iterdir()
-                      if p.is_file() and p.suffix.lower() in _WELL_SUFFIXES)
+        found = sorted(p for p in folder.iterdir() if p.suffix.lower() in _WELL_SUFFIXES)
+        for p in found:
+            if not (p.is_file() or p.is_dir()):
+                _refuse(p)  # a link that loops or leads nowhere, a FIFO: named, not skipped
+        return [p for p in found if p.is_file()]
+
+    def split_directory(split: str) -> bool:
+        folder = root / "data" / split
+        if folder.is_dir() or not (folder.exists() or folder.is_symlink()):
+            return folder.is_dir()
+        _refuse(folder)  # a link that loops or leads nowhere: named, not skipped
+        raise DamagedLayoutError(f"'{folder}' is a file, where a Well dataset has its {split} "
+                                 "split directory: move it away, or give the split's files")
 
     if (root / "data").is_dir():
-        files = [p for split in SPLITS if (root / "data" / split).is_dir()
+        files = [p for split in SPLITS if split_directory(split)
                  for p in hdf5_in(root / "data" / split)]
     else:
         files = hdf5_in(root)

@@ -22,8 +22,8 @@ from ...schema import (BOUNDARY_CONDITIONS, CONVENTIONS, ROLE, SAMPLE, SPATIAL_D
 from ..hdf5 import LazyArray, is_hdf5
 from .header import _read_file, _WellFile
 from .layout import (_FROM_WELL_BC, _GROUPS, _METADATA_VERSION, _REEXPORT, _REFERENCES,
-                     _WELL_DIMS, METADATA, NAME, _attrs_from_json, _files, _from_json_value,
-                     _h5py, _json_value)
+                     _WELL_DIMS, METADATA, NAME, DamagedLayoutError, _attrs_from_json, _files,
+                     _from_json_value, _h5py, _json_value)
 
 
 def sniff(path: str | os.PathLike) -> bool:
@@ -35,6 +35,8 @@ def sniff(path: str | os.PathLike) -> bool:
     path = pathlib.Path(os.fspath(path)).expanduser()
     try:
         files = _files(path)
+    except DamagedLayoutError:
+        return True  # The Well's layout, damaged: open names the damage
     except (OSError, ValueError):
         return False
     first = files[0]
