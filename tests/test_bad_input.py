@@ -1208,8 +1208,8 @@ def _opened_paths(table) -> dict[Path, dict]:
 
 
 def test_the_bad_input_table_through_the_xarray_engines(tmp_path):
-    """Every file the foreign-file, declared-work and hostile-path rows open, opened with
-    ``xr.open_dataset(path, engine=...)``: where ``ssmpde info`` refuses it the engine
+    """Every file the foreign-file, declared-work, hostile-path and message rows open,
+    opened with ``xr.open_dataset(path, engine=...)``: where ``ssmpde info`` refuses it the engine
     refuses it with the same message (the same guards: a FIFO blocked the engine forever,
     sizes went unchecked), and where info reads it the engine gives what open_dataset gives.
     A path of no format goes through both engines. In a process of its own, under a memory
@@ -1217,10 +1217,12 @@ def test_the_bad_input_table_through_the_xarray_engines(tmp_path):
     pytest.importorskip("h5py")
     from ssmpde.data import formats
 
-    for name in ("foreign", "paths"):
+    for name in ("foreign", "paths", "messages"):
         (tmp_path / name).mkdir()
+    unused = {"ns": tmp_path / "no-ns.nc", "euler": tmp_path / "no-euler.nc"}  # not opened
     table = [*foreign_file_cases(tmp_path / "foreign"), *declared_work_cases(tmp_path),
-             *hostile_path_cases(tmp_path / "paths")]
+             *hostile_path_cases(tmp_path / "paths"),
+             *message_cases(unused, tmp_path / "messages")]
     rows, expected = [], []  # expected: (path, engine, its info row, its engine row)
     for path, environment in _opened_paths(table).items():
         module = formats.sniff(path) if path.is_file() or path.is_dir() else None

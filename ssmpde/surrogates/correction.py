@@ -44,8 +44,9 @@ from ssmpde.solvers.base import (ConservativeForm, SolverDivergedError, TimeDepe
 
 from .datasets import Normalizer, TaskDataset
 
-__all__ = ["CoarseCache", "CorrectionDataset", "DamagedCacheWarning", "cache_directory", "coarse_predictions",
-           "coarse_solver", "conservative_form_of", "fit_corrections", "flux_divergence"]
+__all__ = ["CoarseCache", "CorrectionDataset", "DamagedCacheWarning", "cache_directory",
+           "coarse_predictions", "coarse_solver", "conservative_form_of", "fit_corrections",
+           "flux_divergence"]
 
 MANIFEST = "manifest.json"
 #: Samples per cache block (one atomic file each).

@@ -44,8 +44,9 @@ and optionally
 A module reads a file's header before its data: :func:`check_declared_memory` refuses sizes
 that memory cannot hold before anything is allocated. An export that writes values in a
 narrower type than they have (PDEBench's float32, ``dtype="float32"``) calls
-:func:`check_range` first: a value beyond the narrower type's range would be stored as inf. :mod:`ssmpde.data.formats.hdf5` holds what
-HDF5-based formats share (the signature check, a lazily read array in another axis order).
+:func:`check_range` first: a value beyond the narrower type's range would be stored as inf.
+:mod:`ssmpde.data.formats.hdf5` holds what HDF5-based formats share (the signature check, a
+lazily read array in another axis order).
 
 :func:`known_formats` lists them, :func:`format_named` looks one up by name and :func:`sniff`
 finds the one a path is in.
