@@ -905,7 +905,7 @@ def narrowing_cases(root: Path):
     ]
 
 
-def test_round_four_narrowing(capsys, tmp_path, monkeypatch):
+def test_round_four_narrowing(capsys, tmp_path):
     pytest.importorskip("h5py")
     assert_table(narrowing_cases(tmp_path), capsys, tmp_path)
 
@@ -1087,14 +1087,13 @@ def run_isolated(rows, timeout: float = 120) -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def assert_isolated_table(table, root: Path, timeout: float = 120) -> None:
-    """The rows ``(id, argv, words, environment)`` of :func:`run_isolated`: words None for a
-    command that must succeed (exit 0, nothing on stderr), else the one-line refusal of
-    :func:`run_bad` (exit 2, nothing created or changed under ``root``)."""
-    before = snapshot(root)
-    results = run_isolated([(argv, env) for _, argv, _, env in table], timeout)
+def isolated_failures(table, results: list[dict]) -> list[str]:
+    """What went wrong with the rows ``(id, argv, words, environment)`` that
+    :func:`run_isolated` ran (``results``, in order): words None for a command that must
+    succeed (exit 0, nothing on stderr), else the one-line refusal of :func:`run_bad` (exit 2,
+    one ``ssmpde: error:`` line holding the words)."""
     failures = []
-    for (name, argv, words, _), result in zip(table, results):
+    for (name, _, words, _), result in zip(table, results):
         lines = [line for line in result["err"].splitlines() if line.strip()]
         if words is None:
             ok = result["status"] == 0 and not lines
@@ -1103,9 +1102,7 @@ def assert_isolated_table(table, root: Path, timeout: float = 120) -> None:
                   and lines[0].startswith("ssmpde: error:") and words in lines[0])
         if not ok:
             failures.append(f"{name}: exit {result['status']}, stderr {result['err']!r}")
-    assert not failures, "\n".join(failures)
-    if all(words is not None for _, _, words, _ in table):
-        assert snapshot(root) == before
+    return failures
 
 
 def declared_work_cases(root: Path):
@@ -1161,11 +1158,6 @@ def declared_work_cases(root: Path):
     ]
 
 
-def test_declared_work_is_bounded(tmp_path):
-    pytest.importorskip("h5py")
-    assert_isolated_table(declared_work_cases(tmp_path), tmp_path, timeout=90)
-
-
 def hostile_path_cases(root: Path):
     """(id, argv, words, environment): paths that hold no dataset. A FIFO is refused, never
     waited on; a symbolic link that loops or leads nowhere is named as one (it gave Python's
@@ -1187,10 +1179,6 @@ def hostile_path_cases(root: Path):
     return cases
 
 
-def test_hostile_paths(tmp_path):
-    assert_isolated_table(hostile_path_cases(tmp_path), tmp_path, timeout=60)
-
-
 def _opened_paths(table) -> dict[Path, dict]:
     """The inputs the rows of ``table`` open that are in a foreign format or hold no file or
     directory (a FIFO, a link that leads nowhere), each with its row's environment."""
@@ -1207,31 +1195,27 @@ def _opened_paths(table) -> dict[Path, dict]:
     return opened
 
 
-def test_the_bad_input_table_through_the_xarray_engines(tmp_path):
-    """Every file the foreign-file, declared-work, hostile-path and message rows open,
-    opened with ``xr.open_dataset(path, engine=...)``: where ``ssmpde info`` refuses it the engine
-    refuses it with the same message (the same guards: a FIFO blocked the engine forever,
-    sizes went unchecked), and where info reads it the engine gives what open_dataset gives.
-    A path of no format goes through both engines. In a process of its own, under a memory
-    limit and a timeout."""
-    pytest.importorskip("h5py")
+def _engine_rows(table, first: int):
+    """The rows of :func:`run_isolated` that open every input of ``table``'s rows
+    (:func:`_opened_paths`) with ``ssmpde info`` and with its engine (both engines for a path
+    of no format), and ``(path, engine, info row, engine row)`` for each, counting rows from
+    ``first``."""
     from ssmpde.data import formats
 
-    for name in ("foreign", "paths", "messages"):
-        (tmp_path / name).mkdir()
-    unused = {"ns": tmp_path / "no-ns.nc", "euler": tmp_path / "no-euler.nc"}  # not opened
-    table = [*foreign_file_cases(tmp_path / "foreign"), *declared_work_cases(tmp_path),
-             *hostile_path_cases(tmp_path / "paths"),
-             *message_cases(unused, tmp_path / "messages")]
-    rows, expected = [], []  # expected: (path, engine, its info row, its engine row)
+    rows, expected = [], []
     for path, environment in _opened_paths(table).items():
         module = formats.sniff(path) if path.is_file() or path.is_dir() else None
         rows.append((["info", path], environment))
-        info_row = len(rows) - 1
+        info_row = first + len(rows) - 1
         for engine in [module.NAME] if module is not None else ["pdebench", "the-well"]:
             rows.append((["--engine", engine, path], environment))
-            expected.append((path, engine, info_row, len(rows) - 1))
-    results = run_isolated(rows, timeout=120)
+            expected.append((path, engine, info_row, first + len(rows) - 1))
+    return rows, expected
+
+
+def _engine_failures(expected, results: list[dict]) -> list[str]:
+    """Where info refused a path, its engine must refuse it with the same message; where info
+    read it, the engine must give what open_dataset gives."""
     failures = []
     for path, engine, info_row, engine_row in expected:
         info, theirs = results[info_row], results[engine_row]
@@ -1242,9 +1226,32 @@ def test_the_bad_input_table_through_the_xarray_engines(tmp_path):
             ok = theirs["status"] == 2 and " ".join(theirs["err"].split()) == said
         if not ok:
             failures.append(f"{path.name} ({engine}): info {info}, engine {theirs}")
+    return failures
+
+
+def test_hostile_files_and_paths_also_through_the_xarray_engines(tmp_path):
+    """In one process of their own, under a memory limit and a timeout (a regression fails
+    here instead of eating the machine or blocking the suite): the declared-work and
+    hostile-path rows through main(); then every file the foreign-file, declared-work,
+    hostile-path and message rows open, opened with ``xr.open_dataset(path, engine=...)``:
+    where ``ssmpde info`` refuses it the engine refuses it with the same message (the same
+    guards: a FIFO blocked the engine forever, sizes went unchecked), and where info reads it
+    the engine gives what open_dataset gives. A path of no format goes through both
+    engines."""
+    pytest.importorskip("h5py")
+    for name in ("work", "paths", "foreign", "messages"):
+        (tmp_path / name).mkdir()
+    commands = [*declared_work_cases(tmp_path / "work"),
+                *hostile_path_cases(tmp_path / "paths")]
+    unused = {"ns": tmp_path / "no-ns.nc", "euler": tmp_path / "no-euler.nc"}  # not opened
+    opened = [*commands, *foreign_file_cases(tmp_path / "foreign"),
+              *message_cases(unused, tmp_path / "messages")]
+    rows, expected = _engine_rows(opened, first=len(commands))
+    before = snapshot(tmp_path / "paths")
+    results = run_isolated([(argv, env) for _, argv, _, env in commands] + rows, timeout=150)
+    failures = isolated_failures(commands, results) + _engine_failures(expected, results)
     assert len(expected) >= 15 and not failures, "\n".join(failures)
-
-
+    assert snapshot(tmp_path / "paths") == before  # the refused commands wrote nothing
 
 def _pdebench_with_metadata(source: Path, target: Path, change) -> Path:
     """A PDEBench export of ``source`` whose ``ssmpde_metadata`` JSON ``change`` edits."""
