@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-mkl-paths bench docs clean
+.PHONY: install demo test test-e2e test-slow test-mkl-paths bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ demo: $(STAMP)
 # Two workers: a cold run is mostly numba compiling, one kernel at a time per process.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+# End-to-end runs kept out of the 4-minute default suite (about 100 s on 2 cores): every
+# benchmark at its --quick sizes, the example scripts, the strict docs build, torch.compile
+# against eager for every model. CI runs them after the default suite.
+test-e2e: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m e2e
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m slow

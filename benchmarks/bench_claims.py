@@ -8,9 +8,9 @@ number of epochs and the same recipe, so each claim here trains its arms
 
 * on one dataset made by ssmpde's own generators (equation, preset, sizes and seeds are
   recorded), with a test set of another seed;
-* for the same epochs, with the paper's recipe where the model has one (``recipe="paper"``,
-  :mod:`ssmpde.surrogates.recipes`) and otherwise the package's defaults, the same for every
-  arm of the claim;
+* for the same epochs, with the paper's recipe (``recipe="paper"``,
+  :mod:`ssmpde.surrogates.recipes`), the same for every arm of the claim: a model-against-FNO
+  claim trains its FNO with the SSM paper's recipe, field by field;
 * once per training seed (at least three), the seed setting the initialisation and the data
   order; a model-against-FNO claim gets an FNO whose width is chosen to match the SSM arm's
   parameter count.
@@ -83,6 +83,9 @@ class Claim:
     orderings: tuple[tuple[str, str], ...]
     paper_errors: dict = field(default_factory=dict)
     recipe: str | None = None
+    #: Whose recipe every arm trains with (a model-against-FNO claim: the SSM paper's, for the
+    #: FNO too); None: each arm its own model's.
+    recipe_model: str | None = None
 
 
 # The sizes fit about an hour of one core per claim (three seeds); --quick shrinks them all.
@@ -92,7 +95,7 @@ CLAIMS = (
     Claim("ssno-damping", "SS-NO (Table 2, KS ν 0.075, state 16)",
           "learnable damping matters most at a small state and low viscosity: All 0.0115, "
           "Damping only 0.0131, Frequency only 0.0198, Fixed 0.0227",
-          "kuramoto-sivashinsky", KS32, 256, 64, dict(window=4), 30,
+          "kuramoto-sivashinsky", KS32, 64, 32, dict(window=4, batch_size=16), 16,
           (Arm("all", "ssno", "ks", dict(state_size=16)),
            Arm("damping-only", "ssno", "ks", dict(state_size=16, learn_frequency=False)),
            Arm("frequency-only", "ssno", "ks", dict(state_size=16, learn_damping=False)),
@@ -103,26 +106,28 @@ CLAIMS = (
           recipe="paper"),
     Claim("mno-galerkin", "MNO (Table 1, Darcy)",
           "S6 in place of attention improves the Galerkin Transformer most: 0.1261 -> 0.0286",
-          "darcy", DARCY, 512, 100, {}, 30,
+          "darcy", DARCY, 128, 50, {}, 20,
           (Arm("mamba", "mno", "galerkin", dict(mixer="mamba", width=64)),
            Arm("attention", "mno", "galerkin", dict(mixer="attention", width=64))),
           (("mamba", "attention"),), {"mamba": 0.0286, "attention": 0.1261}, recipe="paper"),
     Claim("lamo-vs-fno", "LaMO (Table 2, Darcy)", "LaMO beats the FNO on Darcy: 0.0039 "
-          "against 0.0108", "darcy", DARCY, 512, 100, {}, 30,
+          "against 0.0108", "darcy", DARCY, 128, 50, {}, 20,
           (Arm("lamo", "lamo", "darcy", dict(width=32, depth=4)),
            Arm("fno-matched", "fno", "darcy", {}, match_parameters_of="lamo")),
-          (("lamo", "fno-matched"),), {"lamo": 0.0039, "fno-matched": 0.0108}),
+          (("lamo", "fno-matched"),), {"lamo": 0.0039, "fno-matched": 0.0108},
+          recipe="paper", recipe_model="lamo"),
     Claim("lamo-directions", "LaMO (Table 7, Darcy)", "the multidirectional scan matters: "
-          "unidirectional 0.0064, multidirectional 0.0039", "darcy", DARCY, 512, 100, {}, 30,
+          "unidirectional 0.0064, multidirectional 0.0039", "darcy", DARCY, 128, 50, {}, 20,
           (Arm("multidirectional", "lamo", "darcy", dict(width=32, depth=4, directions=4)),
            Arm("unidirectional", "lamo", "darcy", dict(width=32, depth=4, directions=1))),
           (("multidirectional", "unidirectional"),),
-          {"multidirectional": 0.0039, "unidirectional": 0.0064}),
+          {"multidirectional": 0.0039, "unidirectional": 0.0064}, recipe="paper"),
     Claim("geomano-vs-fno", "GeoMaNO (Table 2, Darcy)", "GeoMaNO beats the FNO on Darcy: "
-          "0.0036 against 0.0108", "darcy", DARCY, 512, 100, {}, 30,
+          "0.0036 against 0.0108", "darcy", DARCY, 128, 50, {}, 20,
           (Arm("geomano", "geomano", "darcy", dict(width=32, depth=4)),
            Arm("fno-matched", "fno", "darcy", {}, match_parameters_of="geomano")),
-          (("geomano", "fno-matched"),), {"geomano": 0.0036, "fno-matched": 0.0108}),
+          (("geomano", "fno-matched"),), {"geomano": 0.0036, "fno-matched": 0.0108},
+          recipe="paper", recipe_model="geomano"),
 )
 #: --quick: a few samples, two epochs, tiny grids (the machinery, not the science).
 QUICK = dict(train_samples=6, test_samples=2, epochs=2,
@@ -242,6 +247,13 @@ def train_arm(claim: Claim, arm: Arm, options: dict, seed: int, epochs: int, dat
     shutil.rmtree(run, ignore_errors=True)
     config = dict(claim.train, epochs=epochs, seed=seed)
     recipe = {"recipe": claim.recipe} if claim.recipe else {}
+    if claim.recipe and claim.recipe_model not in (None, arm.model):
+        # Equal training: the other model gets the SSM paper's recipe, field by field.
+        from ssmpde.surrogates.recipes import parse_recipe, resolve_recipe
+
+        name, variant = parse_recipe(claim.recipe)
+        fields = resolve_recipe(claim.recipe_model, name, variant=variant or claim.equation)
+        config, recipe = {**fields.fields, **config}, {}
     began = time.perf_counter()
     train(arm.model, data, test_data=test, out=run, preset=arm.preset, model_overrides=options,
           config=TrainConfig(**config), progress=False, **recipe)
@@ -289,11 +301,14 @@ def details(result: dict) -> str:
     out = []
     for entry in result["claims"]:
         setting = entry["setting"]
+        recipe = setting["recipe"] or "ssmpde defaults"
+        if setting.get("recipe_of"):
+            recipe = f"{setting['recipe_of']}'s {recipe} (every arm)"
         out.append(f"**{entry['paper']}** — {entry['statement']}. Setting: "
                    f"{setting['data']['equation']} {setting['data']['options']}, "
                    f"{setting['data']['train_samples']} training / "
                    f"{setting['data']['test_samples']} test samples, {setting['epochs']} "
-                   f"epochs, recipe {setting['recipe'] or 'ssmpde defaults'}, seeds "
+                   f"epochs, recipe {recipe}, seeds "
                    f"{entry['seeds']}. Verdict: **{entry['verdict']}**.\n")
         out.append("| arm | parameters | error (mean ± std) | paper | seconds per run |")
         out.append("|---|---|---|---|---|")
@@ -328,7 +343,7 @@ def rows(result: dict) -> list[str]:
 def _entry(claim: Claim, seeds: list[int], epochs: int, recorded: dict) -> dict:
     return {"claim": claim.key, "paper": claim.paper, "statement": claim.statement,
             "setting": {"data": recorded, "train": claim.train, "epochs": epochs,
-                        "recipe": claim.recipe},
+                        "recipe": claim.recipe, "recipe_of": claim.recipe_model},
             "seeds": seeds, "claimed_orderings": [list(o) for o in claim.orderings],
             "paper_errors": claim.paper_errors, "arms": []}
 

@@ -32,6 +32,7 @@ def site(tmp_path_factory):
     return site
 
 
+@pytest.mark.e2e
 def test_site_builds_strictly(site):
     for page in ("numerics/darcy", "models/geomano", "kernels/selective_scan", "api/solvers",
                  "examples"):
@@ -42,6 +43,7 @@ def test_site_builds_strictly(site):
         assert f'id="ssmpde.solvers.{module.stem}"' in api, module.stem
 
 
+@pytest.mark.e2e
 def test_benchmarks_page_is_generated_from_the_results(site):
     # One section per results file, each with its rows as the results table has them: the
     # page and benchmarks/results/table.md cannot disagree, and no marker is left unexpanded.
@@ -79,6 +81,7 @@ class _Assets(html.parser.HTMLParser):
         self.urls += _CSS_URL.findall(attrs.get("style") or "")
 
 
+@pytest.mark.e2e
 def test_site_loads_nothing_from_the_network(site):
     """Offline, or opened from disk, the site looks as it does online: MathJax typesets the
     equations (docs/check_offline.sh checks that in a browser) and the theme's fonts are the

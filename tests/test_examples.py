@@ -1,10 +1,12 @@
 """Every example script runs, at tiny sizes, and leaves what it promises."""
 
 import numpy as np
+import pytest
 
 from ssmpde.data import open_dataset
 
 
+@pytest.mark.e2e
 def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path, monkeypatch, capsys):
     from examples import demo
 
@@ -56,6 +58,7 @@ def test_demo_runs_the_whole_loop_and_leaves_its_files(tmp_path, monkeypatch, ca
     assert result["summary"] in summary
 
 
+@pytest.mark.e2e
 def test_generate_datasets_example(tmp_path):
     from examples import generate_datasets
 
@@ -65,6 +68,7 @@ def test_generate_datasets_example(tmp_path):
         assert set(ds.data_vars) == {"a", "u"}
 
 
+@pytest.mark.e2e
 def test_train_surrogate_example(tmp_path):
     from examples import train_surrogate
 
@@ -75,6 +79,7 @@ def test_train_surrogate_example(tmp_path):
         assert ds.u.shape == (12, 9, 9)
 
 
+@pytest.mark.e2e
 def test_hybrid_rollout_example(tmp_path):
     from examples import hybrid_rollout
 
@@ -84,6 +89,7 @@ def test_hybrid_rollout_example(tmp_path):
         assert list(ds.source.values) == [1, 1, 0, 1, 1, 0]
 
 
+@pytest.mark.e2e
 def test_kuramoto_sivashinsky_example(tmp_path):
     from examples import kuramoto_sivashinsky
 
@@ -99,6 +105,7 @@ def test_kuramoto_sivashinsky_example(tmp_path):
     assert (tmp_path / "ks_rollout.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.e2e
 def test_euler_ce_rm_example(tmp_path):
     """Multi-field 2D data end to end: a surrogate of ρ, u, v, p conditioned on the tracer's
     first frame, evaluated per field, and rolled out with the solver re-anchoring it."""

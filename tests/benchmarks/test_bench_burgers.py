@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
 
+
+@pytest.mark.e2e
 def test_burgers_benchmark_runs(tmp_path):
     from benchmarks import bench_burgers
 

@@ -38,6 +38,7 @@ def by_grid(rows, key, best):
     return [best(r[key] for r in rows if r["grid"] == n) for n in grids]
 
 
+@pytest.mark.e2e
 def test_quick_writes_every_field(quick):
     result, out, folder = quick
     saved = json.loads(out.read_text())
@@ -66,12 +67,14 @@ def test_quick_writes_every_field(quick):
     assert result["problems"]["ks"]["rows"] == saved["problems"]["ks"]["rows"]
 
 
+@pytest.mark.e2e
 def test_finer_solver_grids_are_more_accurate(quick):
     for problem in quick[0]["problems"].values():
         errors = by_grid(solver_rows(problem), "final_rel_l2", min)
         assert all(fine < coarse for coarse, fine in zip(errors, errors[1:])), errors
 
 
+@pytest.mark.e2e
 def test_correlation_times_are_monotone_in_the_resolution(quick):
     for problem in quick[0]["problems"].values():
         rows = solver_rows(problem)
@@ -84,6 +87,7 @@ def test_correlation_times_are_monotone_in_the_resolution(quick):
             assert times == sorted(times), (step, times)
 
 
+@pytest.mark.e2e
 def test_table_and_figures_from_the_json(quick, capsys):
     _, out, folder = quick
     bench_correction.main(["--table-only", "--out", str(out)])
@@ -116,6 +120,7 @@ def test_a_corrector_that_corrects_nothing_scores_as_its_coarse_solver(ks_evalua
     assert corrected["seconds"] > 0 and corrected["upfront_seconds"] is None
 
 
+@pytest.mark.e2e
 def test_a_trained_corrector_adds_a_judged_row(tmp_path):
     """--correctors RUN: a tiny KS corrector of the 512-point solver coarsened 4x in space."""
     from ssmpde.generation import generate

@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
 
+
+@pytest.mark.e2e
 def test_generate_benchmark_runs_and_the_cluster_writes_the_same_data(tmp_path):
     from benchmarks import bench_generate
 

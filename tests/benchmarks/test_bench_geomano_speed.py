@@ -17,6 +17,7 @@ def _has_git_history() -> bool:
     return done.returncode == 0
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not _has_git_history(), reason="needs the git repository for --baseline")
 def test_geomano_speed_benchmark_runs_against_a_baseline(tmp_path):
     from benchmarks import bench_geomano_speed

@@ -14,6 +14,7 @@ KS = dict(resolution=32, simulation_resolution=64, domain_length=22.0, viscosity
           final_time=2.5, record_interval=0.5, time_step=0.05)
 
 
+@pytest.mark.e2e
 def test_bench_hybrid_quick(tmp_path):
     from benchmarks import bench_hybrid
 

@@ -4,7 +4,10 @@ sizes and writes finite numbers and loadable best runs."""
 import json
 import math
 
+import pytest
 
+
+@pytest.mark.e2e
 def test_long_rollout_benchmark_runs(tmp_path):
     from benchmarks import bench_long_rollout as bench
     from ssmpde.coupling import SurrogateStepper

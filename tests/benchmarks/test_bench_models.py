@@ -57,6 +57,7 @@ def test_bound_uses_the_rate_of_each_kind():
     assert math.isclose(seconds, 1 + 1 + 1 + 1)
 
 
+@pytest.mark.e2e
 def test_models_benchmark_runs(tmp_path):
     from benchmarks import bench_models
 

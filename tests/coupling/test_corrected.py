@@ -90,6 +90,7 @@ def heat_data(explicit_heat, tmp_path_factory):
     return path
 
 
+@pytest.mark.e2e
 def test_corrector_learns_the_exact_fine_minus_coarse_map_of_a_linear_pde(heat_data, tmp_path):
     run = tmp_path / "run"
     train("fno", heat_data, out=run, preset="burgers", progress=False,

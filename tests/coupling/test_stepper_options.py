@@ -65,6 +65,7 @@ def test_bad_options_are_refused(run):
         SurrogateStepper.from_checkpoint(run, compile=3)
 
 
+@pytest.mark.e2e
 def test_compile_option_compiles_once_and_matches_eager(run, inputs, compile_calls):
     eager = SurrogateStepper.from_checkpoint(run).step(**inputs)
     stepper = SurrogateStepper.from_checkpoint(run, compile="aot_eager")

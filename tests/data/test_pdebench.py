@@ -394,6 +394,7 @@ def test_our_netcdf_is_never_taken_for_pdebench(sources):
 # Training on an export
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_geomano_trains_and_evaluates_on_a_pdebench_export(sources, tmp_path, capsys):
     data = tmp_path / "1D_Burgers_Sols_NuNA.hdf5"
     assert main(["convert", str(sources["burgers"]), str(data), "--to", "pdebench"]) == 0

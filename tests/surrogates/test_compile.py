@@ -83,6 +83,7 @@ def test_every_registered_model_has_a_configuration():
     assert sorted({name for name, _, _ in CONFIGS}) == list_models()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("name, label, overrides", CONFIGS, ids=IDS)
 def test_compiled_equals_eager(name, label, overrides, mode):

@@ -73,6 +73,7 @@ def test_evaluate_compiled_equals_eager(tmp_path, data, compile_calls, capsys):
         evaluate(run, data, compile="no-such-backend")
 
 
+@pytest.mark.e2e
 def test_train_command_line_passes_compile(tmp_path, data, compile_calls):
     assert main(["train", "fno", "--data", str(data), "--out", str(tmp_path / "run"),
                  "--preset", "burgers", "--epochs", "1", "--window", "1", "--batch-size", "4",
