@@ -70,6 +70,7 @@ kolmogorov_resolution | bench_kolmogorov_resolution | Kolmogorov flow: the refer
 correction | bench_correction | Learned corrections on the solver's Pareto front
 correction_ks_correctors | bench_correction | Learned corrections of Kuramoto–Sivashinsky
 generate | bench_generate | Dataset generation on a dask cluster
+claims | bench_claims | The papers' claims at CPU scale
 """.strip().splitlines()))
 #: The README's headline table: per row, a results file and the words that pick one of its
 #: rows (each must be in exactly one row).
@@ -88,6 +89,10 @@ FOOTER = ("Reproduce: `python -m benchmarks` (`--all` for the long ones; "
           "`benchmarks/bench_training.py` for the training comparisons).")
 #: The README's generated block lies between these lines.
 README_MARKERS = ("<!-- headline:start -->", "<!-- headline:end -->")
+#: ... and its block of the papers' claims (and the equal-wall-time rows) between these.
+CLAIMS_MARKERS = ("<!-- claims:start -->", "<!-- claims:end -->")
+#: The results files of the equal-wall-time training comparisons, shown beside the claims.
+WALL_TIME = ("training_darcy", "training_navier-stokes")
 
 
 def _module(name: str):
@@ -121,14 +126,32 @@ def headline() -> str:
     return "\n".join(lines)
 
 
-def with_headline(readme: str) -> str:
-    """``readme`` with the block between :data:`README_MARKERS` replaced by
-    :func:`headline`."""
-    start, end = README_MARKERS
+def claims() -> str:
+    """The README's block of the papers' claims at equal training (``claims.json``), then
+    the equal-wall-time rows, labelled: they answer another question."""
+    from benchmarks.bench_claims import readme_table
+
+    lines = readme_table(_result("claims")) if (RESULTS / "claims.json").exists() else \
+        ["No results yet: `benchmarks/results/claims.json` is absent."]
+    lines += ["", "Equal wall time, not equal training (what five CPU minutes buy each model, "
+              "a different question from the claims above):", "", *HEADER]
+    lines += [row for name in WALL_TIME for row in rows_of(name)]
+    return "\n".join(lines)
+
+
+def _replace_block(readme: str, markers: tuple[str, str], text: str) -> str:
+    start, end = markers
     pattern = re.compile(rf"^{re.escape(start)}\n.*?^{re.escape(end)}$", re.S | re.M)
     if not pattern.search(readme):
         raise ValueError(f"the README has no block between {start} and {end}")
-    return pattern.sub(lambda _: f"{start}\n{headline()}\n{end}", readme, count=1)
+    return pattern.sub(lambda _: f"{start}\n{text}\n{end}", readme, count=1)
+
+
+def with_headline(readme: str) -> str:
+    """``readme`` with the block between :data:`README_MARKERS` replaced by
+    :func:`headline` and the one between :data:`CLAIMS_MARKERS` by :func:`claims`."""
+    readme = _replace_block(readme, README_MARKERS, headline())
+    return _replace_block(readme, CLAIMS_MARKERS, claims())
 
 
 def section(name: str, markup: Callable[[str], str] = str) -> str:

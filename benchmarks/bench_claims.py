@@ -310,6 +310,8 @@ def details(result: dict) -> str:
                    f"{setting['data']['test_samples']} test samples, {setting['epochs']} "
                    f"epochs, recipe {recipe}, seeds "
                    f"{entry['seeds']}. Verdict: **{entry['verdict']}**.\n")
+        out.append(f"![{entry['claim']}: test error against the epoch, mean ± std over the "
+                   f"seeds](images/claims_{entry['claim']}.png)\n")
         out.append("| arm | parameters | error (mean ± std) | paper | seconds per run |")
         out.append("|---|---|---|---|---|")
         for arm in entry["arms"]:
@@ -324,6 +326,36 @@ def details(result: dict) -> str:
                        f"{o['gap']:.4f}, resolvable {o['resolvable']:.4f}: {o['verdict']}")
         out.append("")
     return "\n".join(out)
+
+
+def readme_table(result: dict) -> list[str]:
+    """The README's table of the claims: a row per claim with its setting, each arm's error
+    (mean ± std over the seeds, the paper's beside it), each claimed ordering's ratio and
+    smallest resolvable gap, and the verdict."""
+    out = ["| paper, claim | setting | error, mean ± std over seeds (paper) | ratio "
+           "worse / better (gap; resolvable) | verdict |", "|---|---|---|---|---|"]
+    for entry in result["claims"]:
+        setting, data = entry["setting"], entry["setting"]["data"]
+        options = data["options"]
+        recipe = setting["recipe"] or "ssmpde defaults"
+        if setting.get("recipe_of"):
+            recipe = f"{setting['recipe_of']}'s {recipe}, every arm"
+        where = (f"{data['equation']} {options.get('resolution')} points"
+                 if data["equation"] != "darcy" else f"Darcy {options.get('resolution')}²")
+        arms = []
+        for arm in entry["arms"]:
+            if arm["mean"] is None:
+                continue
+            paper = entry["paper_errors"].get(arm["name"])
+            arms.append(f"{arm['name']} {arm['mean']:.4f} ± {arm['std']:.4f}"
+                        + (f" ({paper})" if paper is not None else ""))
+        ratios = [f"{o['better']} < {o['worse']}: {o['ratio']:.2f} ({o['gap']:+.4f}; "
+                  f"{o['resolvable']:.4f})" for o in entry["orderings"]]
+        out.append(f"| {entry['paper']}: {entry['statement'].split(':')[0]} | {where}, "
+                   f"{data['train_samples']} / {data['test_samples']} samples, "
+                   f"{setting['epochs']} epochs, {recipe}, {len(entry['seeds'])} seeds | "
+                   f"{'; '.join(arms)} | {'; '.join(ratios)} | **{entry['verdict']}** |")
+    return out
 
 
 def rows(result: dict) -> list[str]:

@@ -799,14 +799,22 @@ def rows(result: Mapping) -> list[str]:
         breakeven_cell = ("" if best.get("breakeven_rollouts") is None else
                           f"; repays its data and training after {best['breakeven_rollouts']:,}"
                           " rollouts")
+        ratio = f"**{best['speedup']:.2g}x**"
+        paired = best.get("paired")
+        if paired:
+            interval = (f"paired difference against {paired['against']} "
+                        f"{paired['difference']:+.2f}, {100 * paired['confidence']:.0f} % "
+                        f"interval [{paired['low']:+.2f}, {paired['high']:+.2f}] over "
+                        f"{paired['samples']} samples")
+            ratio = (f"{ratio} ({interval})" if paired["supported"] else
+                     f"{best['speedup']:.2g}x, not supported ({interval})")
         lines.append(table_row(
             f"Learned correction ({which}), {problem['label']}, "
             f"horizon {problem['horizon']:g}, {problem['samples']} samples",
             f"{best['seconds']:.3g} s, {METRIC_NAMES[metric]} {best[metric]:.3g} "
             f"({best['label']}{breakeven_cell})",
             f"{best['equal_accuracy_solver_seconds']:.3g} s (plain solver at equal accuracy, "
-            "interpolated along its Pareto front)",
-            f"**{best['speedup']:.2g}x**", when(result)))
+            "interpolated along its Pareto front)", ratio, when(result)))
     return lines
 
 

@@ -25,6 +25,10 @@ slower and shorter-correlated than a plain run escape on a noise-level differenc
   correlation time itself, or −log10 of an error, so that errors interpolate log-log).
 * :func:`breakeven`: the rollouts after which a learned method has repaid its data and
   training (Zhang et al. 2026).
+* :func:`paired_interval`: the mean per-sample difference of two rows evaluated on the same
+  samples and its percentile-bootstrap interval. A mean over a few samples of a chaotic flow
+  is noisy; a claim that a learned row is as accurate as a plain one holds only when the
+  interval of their paired difference lies at or above zero.
 * :func:`judge`: all of these for every learned row of a table, in place.
 
 Example
@@ -43,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["METRICS", "PLAIN_KINDS", "Metric", "breakeven", "dominates", "equal_accuracy_seconds",
-           "judge", "metric_of", "pareto_front", "solver_front"]
+           "judge", "metric_of", "paired_interval", "pareto_front", "solver_front"]
 
 #: Row kinds that are plain solver runs: the benchmark's ``solver`` rows, a rollout report's
 #: fine ``solver`` and ``coarse`` rows.
@@ -62,11 +66,15 @@ class Metric:
         True for a time (correlation time), False for an error.
     logarithmic : bool
         Interpolate in its logarithm (errors fall as a power of the cost).
+    per_sample : str or None
+        The row's field with the metric of every evaluation sample, in the samples' order
+        (None: the rows carry none), for :func:`paired_interval`.
     """
 
     name: str
     larger_is_better: bool
     logarithmic: bool = False
+    per_sample: str | None = None
 
     def accuracy(self, row: Mapping) -> float | None:
         """The row's score, larger is better: the metric, −(the metric), or −log10(the
@@ -83,8 +91,8 @@ class Metric:
 
 #: The metrics rows are judged by, by name.
 METRICS = {metric.name: metric for metric in (
-    Metric("correlation_time", larger_is_better=True),
-    Metric("correlation_time_95", larger_is_better=True),
+    Metric("correlation_time", larger_is_better=True, per_sample="correlation_times"),
+    Metric("correlation_time_95", larger_is_better=True, per_sample="correlation_time_95s"),
     Metric("final_rel_l2", larger_is_better=False, logarithmic=True),
 )}
 
@@ -184,6 +192,55 @@ def breakeven(upfront_seconds: float | None, seconds: float | None,
     return math.ceil(upfront_seconds / saving * (1 - 1e-12)) if upfront_seconds > 0 else 0
 
 
+def paired_interval(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95,
+                    resamples: int = 20_000, seed: int = 0) -> dict:
+    """The mean of ``a - b`` over paired samples (the same evaluation samples, in the same
+    order) and its percentile-bootstrap interval: the pairs resampled with replacement
+    ``resamples`` times (a seeded generator, so the interval is reproducible).
+
+    Returns
+    -------
+    dict
+        ``difference`` (the mean), ``low`` and ``high`` (the interval's ends), ``samples``,
+        ``confidence``.
+
+    >>> r = paired_interval([4.5, 3.3, 4.9, 5.7, 5.7, 2.9, 4.6, 5.4],
+    ...                     [4.5, 3.7, 5.3, 5.1, 4.4, 3.0, 5.1, 4.7])
+    >>> round(r["difference"], 2), r["low"] < 0 < r["high"]
+    (0.15, True)
+    """
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape or a.size < 2:
+        raise ValueError(f"paired samples must be two sequences of the same length >= 2, got "
+                         f"{a.shape} and {b.shape}")
+    if not np.isfinite(a).all() or not np.isfinite(b).all():
+        raise ValueError("paired samples must be finite numbers")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    difference = a - b
+    picks = np.random.default_rng(seed).integers(0, difference.size,
+                                                 size=(resamples, difference.size))
+    means = difference[picks].mean(axis=1)
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return {"difference": float(difference.mean()), "low": float(low), "high": float(high),
+            "samples": int(difference.size), "confidence": confidence}
+
+
+def nearest_plain(rows: Sequence[Mapping], row: Mapping, metric: str | Metric,
+                  plain: Sequence[str] = PLAIN_KINDS) -> Mapping | None:
+    """The row of the plain solver's front (:func:`solver_front`) whose accuracy is closest
+    to ``row``'s (the slower of two at the same distance); None without a front."""
+    metric = metric_of(metric)
+    score = metric.accuracy(row)
+    front = solver_front(rows, metric, plain)
+    if score is None or not front:
+        return None
+    return min(reversed(front), key=lambda r: abs(metric.accuracy(r) - score))
+
+
 def _name(row: Mapping) -> str | None:
     return row.get("label", row.get("schedule"))
 
@@ -199,7 +256,13 @@ def judge(rows: list[dict], metric: str | Metric,
       row without a time or the metric (a failed run: not judged);
     * ``equal_accuracy_solver_seconds``: :func:`equal_accuracy_seconds` at its accuracy;
     * ``speedup``: that over its own seconds (None where either is unknown);
-    * ``breakeven_rollouts``: :func:`breakeven` with its ``upfront_seconds``, if any.
+    * ``breakeven_rollouts``: :func:`breakeven` with its ``upfront_seconds``, if any;
+    * ``paired``: where the metric has per-sample values (:attr:`Metric.per_sample`) in the
+      row and in the nearest plain row of the front (:func:`nearest_plain`): that row's name
+      (``against``) and :func:`paired_interval` of their per-sample metric, oriented so that
+      a positive difference favours the learned row, with ``supported`` true when the
+      interval's lower end is at or above zero (the learned row at least as accurate);
+      None otherwise.
 
     Every field is computed afresh from the rows given: call it again after adding a row.
     """
@@ -216,4 +279,18 @@ def judge(rows: list[dict], metric: str | Metric,
         row["equal_accuracy_solver_seconds"] = equal
         row["speedup"] = None if equal is None or not seconds else equal / seconds
         row["breakeven_rollouts"] = breakeven(row.get("upfront_seconds"), seconds, equal)
+        row["paired"] = _paired(rows, row, metric, plain) if judged else None
     return rows
+
+
+def _paired(rows, row, metric: Metric, plain) -> dict | None:
+    """The ``paired`` field of :func:`judge`."""
+    other = nearest_plain(rows, row, metric, plain)
+    field = metric.per_sample
+    if other is None or field is None or not row.get(field) or not other.get(field) \
+            or len(row[field]) != len(other[field]):
+        return None
+    mine, theirs = (row[field], other[field]) if metric.larger_is_better else \
+        (other[field], row[field])
+    interval = paired_interval(mine, theirs)
+    return {"against": _name(other), **interval, "supported": interval["low"] >= 0}

@@ -57,6 +57,19 @@ def test_a_claim_of_several_orderings():
         == NOT_REPRODUCED
 
 
+def test_the_readme_row_states_setting_errors_ratio_and_verdict():
+    judged = judge(entry([0.09, 0.10, 0.11], [0.19, 0.20, 0.21]))
+    judged["setting"] = {"data": {"equation": "darcy", "options": {"resolution": 43},
+                                  "train_samples": 128, "test_samples": 50},
+                         "train": {}, "epochs": 20, "recipe": "paper", "recipe_of": "lamo"}
+    judged["paper_errors"] = {"a": 0.0039}
+    header, rule, row = bench_claims.readme_table({"claims": [judged]})
+    assert header.count("|") == rule.count("|") == row.count("|") == 6
+    assert "Darcy 43², 128 / 50 samples, 20 epochs, lamo's paper, every arm, 3 seeds" in row
+    assert "a 0.1000 ± 0.0100 (0.0039); b 0.2000 ± 0.0100" in row
+    assert "a < b: 2.00 (+0.1000; 0.0283)" in row and f"**{REPRODUCED}**" in row
+
+
 def test_a_claim_with_missing_runs_has_no_verdict():
     judged = judge(entry([0.1, 0.1, 0.1], [0.2, 0.2]))
     assert judged["verdict"].startswith("incomplete")

@@ -129,6 +129,21 @@ def test_readme_headline_is_the_one_the_committed_results_give():
     assert 6 <= len(HEADLINE) <= 10
 
 
+def test_readme_claims_block_is_the_one_the_committed_results_give():
+    """The papers' claims at equal training, then the equal-wall-time rows under a label that
+    says they answer another question."""
+    from benchmarks.__main__ import CLAIMS_MARKERS, README, WALL_TIME, claims, rows_of
+
+    text = README.read_text(encoding="utf-8")
+    start, end = CLAIMS_MARKERS
+    assert text.count(start) == 1 and text.count(end) == 1
+    block = text.split(start + "\n", 1)[1].split("\n" + end, 1)[0]
+    assert block == claims()
+    assert "Equal wall time, not equal training" in block
+    for name in WALL_TIME:
+        assert rows_of(name) and all(row in block for row in rows_of(name))
+
+
 def test_the_readme_says_how_to_reproduce_once():
     from benchmarks.__main__ import README
 

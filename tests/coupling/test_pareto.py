@@ -9,7 +9,8 @@ import math
 import pytest
 
 from ssmpde.coupling.pareto import (METRICS, Metric, dominates, equal_accuracy_seconds, judge,
-                                    metric_of, pareto_front, solver_front)
+                                    metric_of, nearest_plain, paired_interval, pareto_front,
+                                    solver_front)
 
 
 def row(label, seconds, kind="solver", **fields):
@@ -130,3 +131,51 @@ def test_metrics_by_name():
                      own)
     with pytest.raises(ValueError, match="unknown metric 'rmse'"):
         metric_of("rmse")
+
+
+def test_paired_interval_against_a_normal_interval_and_its_arguments():
+    # many pairs: the bootstrap interval of a mean is close to mean ± 1.96 standard errors
+    rng = __import__("numpy").random.default_rng(3)
+    a = rng.normal(1.0, 1.0, 400)
+    b = a - rng.normal(0.3, 0.5, 400)
+    r = paired_interval(a, b)
+    se = (a - b).std(ddof=1) / math.sqrt(400)
+    assert r["difference"] == pytest.approx((a - b).mean())
+    assert r["low"] == pytest.approx(r["difference"] - 1.96 * se, abs=0.15 * se)
+    assert r["high"] == pytest.approx(r["difference"] + 1.96 * se, abs=0.15 * se)
+    assert paired_interval(a, b) == r  # seeded: the same interval every time
+    with pytest.raises(ValueError, match="same length"):
+        paired_interval([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        paired_interval([1.0, float("nan")], [1.0, 2.0])
+
+
+def test_the_8x_kolmogorov_claim_is_inside_its_interval_and_not_supported():
+    # The committed per-sample correlation times of the 8x corrected row and the plain 64² one
+    corrected = row("8x", 0.443, kind="corrected", correlation_time=4.625,
+                    correlation_times=[4.5, 3.3, 4.9, 5.7, 5.7, 2.9, 4.6, 5.4])
+    plain = dict(PLAIN_64, correlation_times=[4.5, 3.7, 5.3, 5.1, 4.4, 3.0, 5.1, 4.7])
+    rows = [plain, dict(PLAIN_128, correlation_times=[8.6] * 8), corrected]
+    assert nearest_plain(rows, corrected, "correlation_time") is plain
+    (judged,) = [r for r in judge(rows, "correlation_time") if r["kind"] == "corrected"]
+    paired = judged["paired"]
+    assert paired["against"] == "64², Δt 0.025" and paired["samples"] == 8
+    assert paired["difference"] == pytest.approx(0.15)
+    assert paired["low"] < 0 < paired["high"] and not paired["supported"]
+    # the same rows with every corrected sample 1.0 longer: supported
+    corrected["correlation_times"] = [v + 1.0 for v in corrected["correlation_times"]]
+    corrected["correlation_time"] += 1.0
+    (judged,) = [r for r in judge(rows, "correlation_time") if r["kind"] == "corrected"]
+    assert judged["paired"]["low"] > 0 and judged["paired"]["supported"]
+
+
+def test_an_error_metric_is_paired_with_smaller_better_and_rows_without_samples_are_not():
+    err = Metric("err", larger_is_better=False, per_sample="errs")
+    plain = row("p", 1.0, err=0.10, errs=[0.10, 0.11, 0.09, 0.10])
+    learned = row("l", 0.5, kind="corrected", err=0.05, errs=[0.05, 0.06, 0.04, 0.05])
+    judge([plain, learned], err)
+    assert learned["paired"]["difference"] == pytest.approx(0.05)  # favours the learned row
+    assert learned["paired"]["supported"]
+    bare = row("b", 0.5, kind="corrected", correlation_time=3.0)
+    judge([PLAIN_64, bare], "correlation_time")
+    assert bare["paired"] is None
