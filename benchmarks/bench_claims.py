@@ -176,6 +176,20 @@ def judge(entry: dict) -> dict:
         if arms[better]["errors"] and arms[worse]["errors"]:
             entry["orderings"].append({"better": better, "worse": worse,
                                        **verdict(arms[better], arms[worse])})
+    # A rollout claim's curves hold the one-step (teacher-forced) test error of every epoch;
+    # its last value beside the paper's rollout metric tells a saturated rollout from an
+    # untrained model. (For an operator task the two are the same number.)
+    rollout = any(run.get("curve") and abs(run["curve"][-1] - run["error"]) > 1e-12
+                  for arm in arms.values() for run in arm["runs"])
+    entry["one_step_orderings"] = []
+    for arm in arms.values():
+        steps = [run["curve"][-1] for run in arm["runs"] if run.get("curve")]
+        arm["one_step"] = summary(steps) if rollout and steps else None
+    for better, worse in entry["claimed_orderings"]:
+        if arms[better].get("one_step") and arms[worse].get("one_step"):
+            entry["one_step_orderings"].append(
+                {"better": better, "worse": worse,
+                 **verdict(arms[better]["one_step"], arms[worse]["one_step"])})
     complete = all(len(a["errors"]) == len(entry["seeds"]) for a in arms.values())
     entry["verdict"] = (claim_verdict(entry["orderings"]) if complete
                         else "incomplete: runs missing")
@@ -324,6 +338,10 @@ def details(result: dict) -> str:
         for o in entry["orderings"]:
             out.append(f"\n{o['better']} < {o['worse']}: ratio {o['ratio']:.2f}, gap "
                        f"{o['gap']:.4f}, resolvable {o['resolvable']:.4f}: {o['verdict']}")
+        for o in entry.get("one_step_orderings", []):
+            out.append(f"\nOne step (teacher-forced test error, not the paper's metric), "
+                       f"{o['better']} < {o['worse']}: ratio {o['ratio']:.2f}, gap "
+                       f"{o['gap']:.4f}, resolvable {o['resolvable']:.4f}: {o['verdict']}")
         out.append("")
     return "\n".join(out)
 
@@ -347,10 +365,15 @@ def readme_table(result: dict) -> list[str]:
             if arm["mean"] is None:
                 continue
             paper = entry["paper_errors"].get(arm["name"])
+            one = arm.get("one_step")
             arms.append(f"{arm['name']} {arm['mean']:.4f} ± {arm['std']:.4f}"
-                        + (f" ({paper})" if paper is not None else ""))
+                        + (f" ({paper})" if paper is not None else "")
+                        + (f", one step {one['mean']:.4f} ± {one['std']:.4f}" if one else ""))
         ratios = [f"{o['better']} < {o['worse']}: {o['ratio']:.2f} ({o['gap']:+.4f}; "
                   f"{o['resolvable']:.4f})" for o in entry["orderings"]]
+        ratios += [f"one step, {o['better']} < {o['worse']}: {o['ratio']:.2f} ({o['gap']:+.4f}; "
+                   f"{o['resolvable']:.4f}; {o['verdict']})"
+                   for o in entry.get("one_step_orderings", [])]
         out.append(f"| {entry['paper']}: {entry['statement'].split(':')[0]} | {where}, "
                    f"{data['train_samples']} / {data['test_samples']} samples, "
                    f"{setting['epochs']} epochs, {recipe}, {len(entry['seeds'])} seeds | "

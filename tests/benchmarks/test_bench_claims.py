@@ -70,6 +70,22 @@ def test_the_readme_row_states_setting_errors_ratio_and_verdict():
     assert "a < b: 2.00 (+0.1000; 0.0283)" in row and f"**{REPRODUCED}**" in row
 
 
+def test_a_rollout_claim_also_judges_the_last_one_step_errors():
+    # saturated rollouts (about 1.3 for every arm: unresolved) over one-step errors that
+    # do order the arms; an operator claim (curve ends at its error) gets no one-step field
+    judged = entry([1.30, 1.35, 1.32], [1.31, 1.33, 1.36])
+    for arm_, steps in zip(judged["arms"], ([0.10, 0.11, 0.12], [0.20, 0.21, 0.22])):
+        for run, step in zip(arm_["runs"], steps):
+            run["curve"] = [0.5, step]
+    judge(judged)
+    assert judged["verdict"] == UNRESOLVED
+    (one,) = judged["one_step_orderings"]
+    assert one["verdict"] == REPRODUCED and one["ratio"] == pytest.approx(0.21 / 0.11)
+    assert judged["arms"][0]["one_step"]["mean"] == pytest.approx(0.11)
+    plain = judge(entry([0.09, 0.10, 0.11], [0.19, 0.20, 0.21]))
+    assert plain["one_step_orderings"] == [] and plain["arms"][0]["one_step"] is None
+
+
 def test_a_claim_with_missing_runs_has_no_verdict():
     judged = judge(entry([0.1, 0.1, 0.1], [0.2, 0.2]))
     assert judged["verdict"].startswith("incomplete")
