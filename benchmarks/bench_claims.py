@@ -88,7 +88,9 @@ class Claim:
     recipe_model: str | None = None
 
 
-# The sizes fit about an hour of one core per claim (three seeds); --quick shrinks them all.
+# The sizes that fit one session (measured 2026-11-29 on 2 shared cores: SS-NO 12 runs of 7-8
+# minutes, MNO 6 runs of 5-14, each Darcy model-against-FNO claim 6 runs of 1-10); --quick
+# shrinks them all.
 DARCY = dict(preset="fno", resolution=43, simulation_resolution=85)
 KS32 = dict(preset="lpsda-nu0.075", resolution=32, simulation_resolution=256)
 CLAIMS = (
@@ -300,13 +302,23 @@ def figure(entry: dict, path: Path) -> Path:
         ax.fill_between(epochs, mean - std, mean + std, alpha=0.2)
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
-    ax.set_ylabel("test relative L2")
+    rollout = any(arm.get("one_step") for arm in entry["arms"])
+    ax.set_ylabel("test rel. L2, one step (teacher-forced)" if rollout else "test relative L2",
+                  fontsize=8 if rollout else None)
     ax.set_title(f"{entry['paper']}: {entry['claim']}", fontsize=9, wrap=True)
     ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def late_fall(curves: list[list[float]]) -> float | None:
+    """How much the test error still fell over the last quarter of the epochs: the mean over
+    seeds of (error a quarter of the epochs before the end − the last error) / the last
+    error (None without curves of at least 4 epochs). Near 0: the curve has flattened."""
+    falls = [(c[-1 - len(c) // 4] - c[-1]) / c[-1] for c in curves if len(c) >= 4 and c[-1] > 0]
+    return statistics.fmean(falls) if falls else None
 
 
 def details(result: dict) -> str:
@@ -326,14 +338,17 @@ def details(result: dict) -> str:
                    f"{entry['seeds']}. Verdict: **{entry['verdict']}**.\n")
         out.append(f"![{entry['claim']}: test error against the epoch, mean ± std over the "
                    f"seeds](images/claims_{entry['claim']}.png)\n")
-        out.append("| arm | parameters | error (mean ± std) | paper | seconds per run |")
-        out.append("|---|---|---|---|---|")
+        out.append("| arm | parameters | error (mean ± std) | paper | last quarter of the "
+                   "epochs: fall of the test error | seconds per run |")
+        out.append("|---|---|---|---|---|---|")
         for arm in entry["arms"]:
             if arm["mean"] is None:
                 continue
             paper = entry["paper_errors"].get(arm["name"])
+            fall = late_fall([run["curve"] for run in arm["runs"]])
             out.append(f"| {arm['name']} | {arm['parameters']:,} | {arm['mean']:.4f} ± "
                        f"{arm['std']:.4f} | {paper if paper is not None else '–'} | "
+                       f"{'–' if fall is None else f'{100 * fall:.1f} %'} | "
                        f"{statistics.fmean(arm['seconds']):.0f} |")
         for o in entry["orderings"]:
             out.append(f"\n{o['better']} < {o['worse']}: ratio {o['ratio']:.2f}, gap "

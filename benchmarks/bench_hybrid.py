@@ -163,9 +163,9 @@ def prepare(name: str, cache: Path, *, budget: float, corrector_budget: float,
                 dict(target="correction", coarse=coarsening, horizon=horizon,
                      mode="autoregressive", pushforward=False))
         for coarsening, overrides in problem["small"].items():
-            name, preset, base, options = problem["corrector"]
+            model, preset, base, options = problem["corrector"]
             runs[f"corrected-{coarsening}-small"] = (
-                (name, preset, dict(base, **overrides), options), corrector_budget,
+                (model, preset, dict(base, **overrides), options), corrector_budget,
                 dict(target="correction", coarse=coarsening))
     for run, (model, seconds, options) in runs.items():
         if (folder / run / "config.json").exists():

@@ -86,6 +86,13 @@ def test_a_rollout_claim_also_judges_the_last_one_step_errors():
     assert plain["one_step_orderings"] == [] and plain["arms"][0]["one_step"] is None
 
 
+def test_late_fall_measures_how_much_the_curve_still_falls():
+    # 8 epochs: the error two epochs before the end against the last one
+    assert bench_claims.late_fall([[8, 7, 6, 5, 4, 3, 2.5, 2.0]]) == pytest.approx(0.5)
+    assert bench_claims.late_fall([[1.0] * 8, [4, 3, 2, 2.0]]) == pytest.approx(0.0)
+    assert bench_claims.late_fall([[1.0, 0.5]]) is None
+
+
 def test_a_claim_with_missing_runs_has_no_verdict():
     judged = judge(entry([0.1, 0.1, 0.1], [0.2, 0.2]))
     assert judged["verdict"].startswith("incomplete")
