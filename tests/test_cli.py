@@ -250,6 +250,7 @@ def test_ctrl_c_during_the_imports_of_torch_waits_for_them_to_end():
     # Python) aborted the process (exit -6) 1 time in ~40; main holds SIGINT back over the
     # imports so that it arrives after them, as a KeyboardInterrupt it can answer. In a fresh
     # interpreter: the signal must reach that process's main thread, not a test worker.
+    import signal
     import subprocess
     import sys
     import textwrap
@@ -266,6 +267,9 @@ def test_ctrl_c_during_the_imports_of_torch_waits_for_them_to_end():
         except KeyboardInterrupt:
             print("interrupted after", reached)
     """)
+    # A test run started in the background of a script ignores SIGINT and its children
+    # inherit that (Python then installs no handler): give the child a terminal's default.
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert result.stdout.strip() == "interrupted after 1000", (result.stdout, result.stderr)
