@@ -733,16 +733,25 @@ def _holding_sigint():
     "terminate called after throwing an instance of 'pybind11::error_already_set'") instead
     of reaching :func:`main` (1 in ~40 Ctrl-Cs during a plain ``import torch``, measured).
     Held back, the interrupt arrives as the block ends: a KeyboardInterrupt that main turns
-    into one line and exit 130, at most the length of the import later.
+    into one line and exit 130, at most the length of the import later. The mask holds only
+    this thread: a thread started before the block (an import's worker pool) may take the
+    signal, and Python then runs the handler in the main thread at once, inside the import.
+    So the handler is also replaced for the block by one that only notes the interrupt,
+    and a noted one is raised as the block ends.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    noted = []
+    handler = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        signal.signal(signal.SIGINT, handler)
+    if noted and callable(handler):
+        handler(signal.SIGINT, None)
 
 
 def _run(args: argparse.Namespace) -> int:
