@@ -313,6 +313,13 @@ def figure(entry: dict, path: Path) -> Path:
     return path
 
 
+def _recipe(setting: dict, every_arm: str) -> str:
+    """The recipe of a claim's setting in words; ``every_arm`` marks one that trained every
+    arm with one model's recipe."""
+    recipe = setting["recipe"] or "ssmpde defaults"
+    return f"{setting['recipe_of']}'s {recipe}{every_arm}" if setting.get("recipe_of") else recipe
+
+
 def late_fall(curves: list[list[float]]) -> float | None:
     """How much the test error still fell over the last quarter of the epochs: the mean over
     seeds of (error a quarter of the epochs before the end − the last error) / the last
@@ -327,9 +334,7 @@ def details(result: dict) -> str:
     out = []
     for entry in result["claims"]:
         setting = entry["setting"]
-        recipe = setting["recipe"] or "ssmpde defaults"
-        if setting.get("recipe_of"):
-            recipe = f"{setting['recipe_of']}'s {recipe} (every arm)"
+        recipe = _recipe(setting, " (every arm)")
         out.append(f"**{entry['paper']}** — {entry['statement']}. Setting: "
                    f"{setting['data']['equation']} {setting['data']['options']}, "
                    f"{setting['data']['train_samples']} training / "
@@ -370,9 +375,7 @@ def readme_table(result: dict) -> list[str]:
     for entry in result["claims"]:
         setting, data = entry["setting"], entry["setting"]["data"]
         options = data["options"]
-        recipe = setting["recipe"] or "ssmpde defaults"
-        if setting.get("recipe_of"):
-            recipe = f"{setting['recipe_of']}'s {recipe}, every arm"
+        recipe = _recipe(setting, ", every arm")
         where = (f"{data['equation']} {options.get('resolution')} points"
                  if data["equation"] != "darcy" else f"Darcy {options.get('resolution')}²")
         arms = []

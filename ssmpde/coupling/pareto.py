@@ -47,7 +47,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["METRICS", "PLAIN_KINDS", "Metric", "breakeven", "dominates", "equal_accuracy_seconds",
-           "judge", "metric_of", "paired_interval", "pareto_front", "solver_front"]
+           "judge", "metric_of", "nearest_plain", "paired_interval", "pareto_front",
+           "solver_front"]
 
 #: Row kinds that are plain solver runs: the benchmark's ``solver`` rows, a rollout report's
 #: fine ``solver`` and ``coarse`` rows.
