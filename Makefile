@@ -25,14 +25,18 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py --out demo_output
 
-# Two workers: a cold run is mostly numba compiling, one kernel at a time per process.
+# Two workers. A cold run used to be half numba compiling, and both workers compiled the same
+# kernels at once (the scans' backward passes take 15-35 s each): ssmpde.warmup compiles every
+# kernel family once, on both cores, into numba's cache first, and the workers load them.
 test: $(STAMP)
+	$(BIN)/python -m ssmpde.warmup --processes 2
 	$(BIN)/python -m pytest -q -n 2
 
 # End-to-end runs kept out of the 4-minute default suite (about 100 s on 2 cores): every
 # benchmark at its --quick sizes, the example scripts, the strict docs build, torch.compile
 # against eager for every model. CI runs them after the default suite.
 test-e2e: $(STAMP)
+	$(BIN)/python -m ssmpde.warmup --processes 2
 	$(BIN)/python -m pytest -q -n 2 -m e2e
 
 test-slow: $(STAMP)

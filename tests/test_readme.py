@@ -257,6 +257,7 @@ def test_the_quick_start_is_complete():
             assert re.search(r"# .*~[\d.]+ (s|min|h|days?)\b", line), f"no duration: {line}"
 
 
+@pytest.mark.e2e
 def test_the_quick_start_runs_in_order(tmp_path, monkeypatch, capsys):
     """Every command and snippet of the README's Quick start, in order, in an empty
     directory, shrunk as the tables above say (about 25 s of CPU)."""

@@ -94,7 +94,8 @@ class Metric:
 METRICS = {metric.name: metric for metric in (
     Metric("correlation_time", larger_is_better=True, per_sample="correlation_times"),
     Metric("correlation_time_95", larger_is_better=True, per_sample="correlation_time_95s"),
-    Metric("final_rel_l2", larger_is_better=False, logarithmic=True),
+    Metric("final_rel_l2", larger_is_better=False, logarithmic=True,
+           per_sample="final_rel_l2s"),
 )}
 
 

@@ -107,6 +107,7 @@ def ks_evaluation():
     return Evaluation("ks", config, initial, reference, repeats=1, budget=0.0)
 
 
+@pytest.mark.e2e
 def test_a_corrector_that_corrects_nothing_scores_as_its_coarse_solver(ks_evaluation):
     """Any Stepper: here the coarse solver itself, stepping record by record (a corrected
     stepper whose correction is zero)."""
@@ -265,6 +266,7 @@ def test_euler_states_are_restricted_and_compared_as_cell_averages():
         bench_correction.pool(cells, 5)
 
 
+@pytest.mark.e2e
 def test_an_euler_corrector_that_corrects_nothing_scores_as_its_coarse_solver():
     config = bench_correction.problem_config("euler-kh", quick=True)
     initial, _ = bench_correction.initial_states("euler-kh", config)
@@ -439,3 +441,79 @@ def test_rejudge_corrects_a_stale_file_without_running_anything(tmp_path, capsys
     assert saved["problems"]["kolmogorov"]["rows"][2]["dominated_by"] == ["64², Δt 0.025"]
     assert json.loads(out.read_text()) == saved
     assert (tmp_path / "correction_pareto_kolmogorov.png").stat().st_size > 10_000
+
+
+@pytest.mark.e2e
+def test_rows_carry_the_final_error_of_every_sample(ks_evaluation):
+    """The per-sample errors the paired interval of an error-judged problem (Euler) needs:
+    their mean is the row's error, each is that sample's own relative L2."""
+    from ssmpde.core import relative_l2
+
+    row = solver_row(ks_evaluation, 128, 0.01)
+    assert len(row["final_rel_l2s"]) == 2
+    assert np.mean(row["final_rel_l2s"]) == pytest.approx(row["final_rel_l2"], rel=1e-5)
+    frames = bench_correction.make_solver("ks", ks_evaluation.config, 128, 0.01).simulate(
+        bench_correction.restrict(ks_evaluation.initial, 128), ks_evaluation.steps)
+    second = relative_l2(bench_correction.to_grid(frames, 512)[1:, -1],
+                         ks_evaluation.reference[1:, -1])
+    assert row["final_rel_l2s"][1] == pytest.approx(float(second[0]), rel=1e-5)
+
+
+def test_the_reference_is_cached_per_setup(tmp_path, monkeypatch):
+    """A second run of the same setup reads the initial states and the reference instead of
+    simulating them; another seed (or sample count) is another setup; the solver rows'
+    grids are not part of it."""
+    config = bench_correction.problem_config("ks", quick=True, samples=2, horizon=0.2)
+    first = bench_correction.reference_run("ks", config, "cpu", tmp_path)
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("the cached reference was simulated again")
+
+    monkeypatch.setattr(bench_correction, "initial_states", no_simulation)
+    other_grids = dict(config, grids={64: [1e-2]})
+    again = bench_correction.reference_run("ks", other_grids, "cpu", tmp_path)
+    np.testing.assert_array_equal(again[0], first[0])
+    np.testing.assert_array_equal(again[2], first[2])
+    assert again[3] == first[3] and again[1] == first[1]
+    keys = {bench_correction.reference_key("ks", dict(config, **change))
+            for change in ({}, {"seed": 7}, {"samples": 3}, {"grids": {}})}
+    assert len(keys) == 3
+    with pytest.raises(AssertionError, match="simulated again"):
+        bench_correction.reference_run("ks", dict(config, seed=7), "cpu", tmp_path)
+
+
+def test_an_error_judged_row_gets_its_paired_interval():
+    """Euler's metric is the error at the horizon: the paired difference is oriented so that
+    a positive value favours the corrected row (the plain row's error minus its own)."""
+    rows = [dict(kind="solver", label="64²", seconds=0.5, final_rel_l2=0.01,
+                 final_rel_l2s=[0.010, 0.011, 0.009, 0.010]),
+            dict(kind="solver", label="128²", seconds=3.0, final_rel_l2=0.0025,
+                 final_rel_l2s=[0.0024, 0.0026, 0.0025, 0.0025]),
+            dict(kind="corrected", label="4x", seconds=0.6, final_rel_l2=0.0018,
+                 final_rel_l2s=[0.0017, 0.0019, 0.0018, 0.0018])]
+    judge(rows, "final_rel_l2")
+    paired = rows[2]["paired"]
+    assert paired["against"] == "128²" and paired["supported"]
+    assert paired["difference"] == pytest.approx(0.0007) and paired["low"] > 0
+
+
+def test_a_run_without_a_check_keeps_the_stored_one_naming_its_samples():
+    """--no-check on another seed: the reference check measured before stays, saying which
+    seed and samples it was measured on; a run that checks replaces it; another reference
+    grid drops it."""
+    stored = {"label": "p", "samples": 4, "seed": 1000, "reference": {"grid": 256,
+              "time_step": 0.4}, "reference_check": {"grid": 512, "final_rel_l2": 0.01},
+              "rows": []}
+    new = dict(stored, samples=16, seed=5000, rows=[])
+    del new["reference_check"]
+    kept = bench_correction.merged_problem(stored, new)["reference_check"]
+    assert kept == {"grid": 512, "final_rel_l2": 0.01, "seed": 1000, "samples": 4}
+    checked = dict(new, reference_check={"grid": 512, "final_rel_l2": 0.02})
+    assert bench_correction.merged_problem(stored, checked)["reference_check"][
+        "final_rel_l2"] == 0.02
+    other = dict(new, reference={"grid": 128, "time_step": 0.4})
+    assert "reference_check" not in bench_correction.merged_problem(stored, other)
+    same = dict(stored, rows=[])
+    del same["reference_check"]
+    assert bench_correction.merged_problem(stored, same)["reference_check"]["seed"] == 1000

@@ -16,6 +16,7 @@ def test_bench_mno_help(capsys):
     assert "--budget" in text and "--backbones" in text and "--mixers" in text
 
 
+@pytest.mark.e2e
 def test_bench_mno_trains_two_tiny_models_and_writes_the_table(tmp_path, capsys):
     from benchmarks import bench_mno
     from ssmpde.generation import generate

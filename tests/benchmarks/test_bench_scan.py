@@ -9,6 +9,7 @@ import pytest
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["1d", "2d"])
 def test_compare_times_the_loop_against_the_cpu_scan(kind):
     from benchmarks.bench_scan import compare

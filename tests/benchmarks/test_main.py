@@ -48,6 +48,7 @@ def helps():
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("module", MODULES)
 def test_every_module_runs_with_python_dash_m(helps, module):
     report = helps[module]
