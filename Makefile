@@ -32,9 +32,10 @@ test: $(STAMP)
 	$(BIN)/python -m ssmpde.warmup --processes 2
 	$(BIN)/python -m pytest -q -n 2
 
-# End-to-end runs kept out of the 4-minute default suite (about 100 s on 2 cores): every
-# benchmark at its --quick sizes, the example scripts, the strict docs build, torch.compile
-# against eager for every model. CI runs them after the default suite.
+# End-to-end runs kept out of the 4-minute default suite: every benchmark at its --quick
+# sizes, the example scripts, the README's Quick start, the strict docs build, torch.compile
+# against eager for every model, the warm-up in fresh processes. CI runs them after the
+# default suite (the warm-up then finds every kernel cached).
 test-e2e: $(STAMP)
 	$(BIN)/python -m ssmpde.warmup --processes 2
 	$(BIN)/python -m pytest -q -n 2 -m e2e
