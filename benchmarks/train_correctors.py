@@ -28,7 +28,11 @@ trajectories of 40 time units) and from there onto 32² (derived)::
 
     taskset -c 1 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors \
         --problem kolmogorov --out runs/k256 --samples 8 --final-time 40 --num-test 1 \
-        --only conv-source-unrolled32-8x-from256 --epochs 12 --budget 1000
+        --only conv-velocity-source-unrolled64-8x-from256 --epochs 12
+
+(the committed 8x corrector, ``benchmarks/correctors/``; its twelve epochs took 3,300 s of
+one core: the last, unrolled 64 intervals, about a third of them. The development runs
+stopped at ``--budget 1000`` wall seconds, before the longest unrolls.)
 
 Euler (``--problem euler-kh`` or ``euler-ce-rm``; the ``euler-*`` problems of
 ``bench_correction``): trajectories simulated on the reference's 256² (T = 1, record 0.1)
@@ -44,10 +48,11 @@ coarse predictions unless named on-policy:
 * ``ssno-flux-2x``: an SSM (SS-NO, narrow as for KS) in flux form;
 * ``conv-flux-onpolicy-4x``, ``ssno-flux-4x``: as above on the 4x coarser grid.
 
-    taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors --out runs/correctors
+    taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors --out runs/correctors \
+        --budget 240
     python -m benchmarks.bench_correction --correctors runs/correctors
     taskset -c 0 env SSMPDE_THREADS=1 python -m benchmarks.train_correctors \
-        --problem euler-kh --out runs/euler --epochs 30 --budget 600 --samples 32
+        --problem euler-kh --out runs/euler --epochs 30 --samples 32 --final-time 1
 
 Each run directory holds what ``bench_correction --correctors`` needs to evaluate it again
 without training: ``config.json``, ``weights.safetensors`` and ``upfront.json`` (the data
@@ -262,7 +267,9 @@ def data(out: Path, grid: int, samples: int, final_time: float,
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/correctors"))
-    parser.add_argument("--budget", type=float, default=240.0, help="seconds per corrector")
+    parser.add_argument("--budget", type=float,
+                        help="wall seconds per corrector, a hard stop (default: none; the "
+                             "epochs decide, so a run is the same whatever the load)")
     parser.add_argument("--samples", type=int, default=48)
     parser.add_argument("--final-time", type=float, default=20.0)
     parser.add_argument("--epochs", type=int, default=6)
