@@ -30,9 +30,10 @@ trajectories of 40 time units) and from there onto 32² (derived)::
         --problem kolmogorov --out runs/k256 --samples 8 --final-time 40 --num-test 1 \
         --only conv-velocity-source-unrolled64-8x-from256 --epochs 12
 
-(the committed 8x corrector, ``benchmarks/correctors/``; its twelve epochs took 3,300 s of
-one core: the last, unrolled 64 intervals, about a third of them. The development runs
-stopped at ``--budget 1000`` wall seconds, before the longest unrolls.)
+(the committed 8x corrector, ``benchmarks/correctors/``; its twelve epochs took 3,862 wall
+seconds on a core shared with two or three other jobs, the last three (unrolled 32, 32, 64
+intervals) three quarters of it. The development runs stopped at ``--budget 1000`` wall
+seconds, before the longest unrolls.)
 
 Euler (``--problem euler-kh`` or ``euler-ce-rm``; the ``euler-*`` problems of
 ``bench_correction``): trajectories simulated on the reference's 256² (T = 1, record 0.1)
