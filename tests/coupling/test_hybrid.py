@@ -248,6 +248,7 @@ def test_export_validates_and_round_trips_through_netcdf(ns_run, tmp_path):
         assert back.source.attrs["flag_meanings"] == "solver surrogate fallback parareal"
 
 
+@pytest.mark.e2e
 def test_rollout_command_writes_the_rollout_and_the_figure(ns_run, tmp_path, capsys):
     from ssmpde.cli import main
 
@@ -360,6 +361,7 @@ def test_conditions_of_a_dataset_already_validated(ns_run):
         Conditions.from_dataset(ds, validate=False)
 
 
+@pytest.mark.e2e
 def test_rollout_command_reads_its_data_once_and_parses_each_schedule_once(
         ns_run, monkeypatch, tmp_path):
     """One open of the data file, validated there and only there, also for a checkpoint

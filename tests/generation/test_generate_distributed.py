@@ -149,6 +149,7 @@ def test_two_workers_write_the_store_of_the_single_process_run(tmp_path, client,
     assert sorted(os.listdir(tmp_path)) == ["one.zarr", "two.zarr"]  # no lock, no temporary
 
 
+@pytest.mark.e2e
 def test_command_line_local_cluster_info_and_convert_round_trip(tmp_path, capsys):
     out = tmp_path / "darcy.zarr"
     args = ["generate", "darcy", "--samples", "5", "--batch-size", "2", "--seed", "1",

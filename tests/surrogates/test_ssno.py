@@ -528,6 +528,7 @@ def test_ssmpde_layout_counts_are_the_first_versions(preset, count):
     assert parameter_count(build_model("ssno", preset=preset, layout="ssmpde")) == count
 
 
+@pytest.mark.e2e
 def test_models_command_lists_ssno_and_its_presets(capsys):
     from ssmpde.cli import main
 

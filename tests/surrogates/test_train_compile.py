@@ -57,6 +57,7 @@ def test_compiled_training_matches_eager_and_resumes_across_the_switch(tmp_path,
     assert metrics["epoch"] == 2
 
 
+@pytest.mark.e2e
 def test_evaluate_compiled_equals_eager(tmp_path, data, compile_calls, capsys):
     run = tmp_path / "run"
     train("fno", data, out=run, model_overrides=MODEL, preset="burgers", progress=False,
