@@ -517,3 +517,24 @@ def test_a_run_without_a_check_keeps_the_stored_one_naming_its_samples():
     same = dict(stored, rows=[])
     del same["reference_check"]
     assert bench_correction.merged_problem(stored, same)["reference_check"]["seed"] == 1000
+
+
+def test_the_committed_correctors_load_as_their_problems_correctors():
+    """benchmarks/correctors/: every run there loads without training, as a corrector of the
+    problem and coarsening its README names (what --correctors benchmarks/correctors
+    re-evaluates), and its recipe and upfront seconds are recorded."""
+    from benchmarks.common import REPO
+
+    folder = REPO / "benchmarks" / "correctors"
+    runs = bench_correction.corrector_runs([folder])
+    loaded = bench_correction.load_correctors(runs, None)
+    assert {name: [stepper.record["correction"]["coarsening"] for _, stepper, _ in entries]
+            for name, entries in loaded.items()} == {"kolmogorov": ["8x20"],
+                                                     "euler-kh": ["4x1"]}
+    for name, entries in loaded.items():
+        for run, stepper, upfront in entries:
+            bench_correction.check_corrector(stepper, bench_correction.problem_config(name),
+                                             name)
+            assert upfront and upfront > 0
+            recipe = json.loads((run / "config.json").read_text())["train_config"]
+            assert recipe["epochs"] >= 12 and run.name in (folder / "README.md").read_text()
