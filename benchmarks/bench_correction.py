@@ -1091,6 +1091,7 @@ def main(argv=None) -> dict:
                   settings={"repeats": args.repeats, "budget": args.budget,
                             "quick": args.quick})
     saved = result
+    args.images.mkdir(parents=True, exist_ok=True)  # a new --images folder is made, not refused
     from ssmpde.threads import limited
 
     # one thread for numba, torch and FFTW, also in a corrector's own coarse solver
