@@ -94,31 +94,13 @@ def _euler() -> None:
     """One finite-volume Euler step on a grid the serial kernel takes and on one the
     parallel kernel takes."""
     from ssmpde.solvers.euler import engine
+    from ssmpde.threads import limited
 
     for size in (8, 256):
         primitive = np.ones((1, 5, size, size))  # density, velocity x, y, pressure, tracer
         primitive[:, 1:3] = 0.1
-        with _threads(2):
+        with limited(2):  # the kernel is chosen by numba's thread count
             engine.fast_step(primitive, 1e-4)
-
-
-class _threads:
-    """numba's thread count set for a block (the serial and parallel variants of a kernel
-    are chosen by it)."""
-
-    def __init__(self, count: int):
-        self.count = count
-
-    def __enter__(self):
-        import numba
-
-        self.before = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(self.count, numba.config.NUMBA_NUM_THREADS)))
-
-    def __exit__(self, *exc):
-        import numba
-
-        numba.set_num_threads(self.before)
 
 
 #: name -> (a tiny run of one kernel family, its cold compile in seconds on one core of the

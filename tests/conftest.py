@@ -86,41 +86,33 @@ def pytest_configure(config):
 _COMPILES: list = []
 
 
-class _CompileTimer:
-    """A numba event listener: the wall seconds of every ``numba:compile`` event (a
-    dispatcher compiling one signature), by function and signature, and whether it ran inside
-    another's (``nested``: its seconds are part of the outer one's too)."""
-
-    def __init__(self):
-        import time
-
-        self._clock, self._open = time.perf_counter, {}
-
-    def on_start(self, event):
-        key = id(event.data["dispatcher"]), str(event.data["args"])
-        self._open[key] = (self._clock(), bool(self._open))
-
-    def on_end(self, event):
-        dispatcher, args = event.data["dispatcher"], str(event.data["args"])
-        opened = self._open.pop((id(dispatcher), args), None)
-        if opened is not None:
-            function = dispatcher.py_func
-            _COMPILES.append((f"{function.__module__}.{function.__qualname__}", args,
-                              self._clock() - opened[0], opened[1]))
-
-
 def pytest_sessionstart(session):
     """``SSMPDE_NUMBA_COMPILE_LOG=DIR``: every process of the run writes the numba
-    compilations it made (function, signature, seconds) to ``DIR/<worker>.json`` at its end,
-    so a cold run's compile time can be told from its tests' own (it writes nothing
-    otherwise)."""
-    if os.environ.get("SSMPDE_NUMBA_COMPILE_LOG"):
-        from numba.core import event
+    compilations it made (function, signature, wall seconds, and whether it ran inside
+    another's, whose seconds then include it) to ``DIR/<worker>.json`` at its end, so a cold
+    run's compile time can be told from its tests' own (it writes nothing otherwise)."""
+    if not os.environ.get("SSMPDE_NUMBA_COMPILE_LOG"):
+        return
+    import time
 
-        timer = _CompileTimer()
-        event.register("numba:compile", type("L", (event.Listener,), {
-            "on_start": lambda self, e: timer.on_start(e),
-            "on_end": lambda self, e: timer.on_end(e)})())
+    from numba.core import event
+
+    class CompileTimer(event.Listener):
+        def __init__(self):
+            self.open = {}
+
+        def on_start(self, e):
+            key = id(e.data["dispatcher"]), str(e.data["args"])
+            self.open[key] = (time.perf_counter(), bool(self.open))
+
+        def on_end(self, e):
+            function, args = e.data["dispatcher"].py_func, str(e.data["args"])
+            opened = self.open.pop((id(e.data["dispatcher"]), args), None)
+            if opened is not None:
+                _COMPILES.append((f"{function.__module__}.{function.__qualname__}", args,
+                                  time.perf_counter() - opened[0], opened[1]))
+
+    event.register("numba:compile", CompileTimer())
 
 
 def pytest_sessionfinish(session):
