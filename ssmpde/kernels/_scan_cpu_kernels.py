@@ -21,6 +21,10 @@ from ._numba_cpu import exp, exp2, log1p_unit
 SOFTPLUS_THRESHOLD = 20.0
 
 
+# Arrays are copied element by element in these kernels, never by an array assignment
+# (``hs[0] = saved[b, j, :, first:stop]``): that would compile numba's shape-mismatch error
+# path (its message formatting), 3.5-4.3 s of each backward kernel's 9-11 s first compile.
+
 #: Reassociation lets LLVM vectorise the sums over ``state`` (y, dΔ, du); no "nnan"/"ninf",
 #: so NaN and inf keep their IEEE meaning (the NaN-filled buffers rely on it).
 _STATE_LOOP_FASTMATH = {"reassoc", "contract", "nsz"}
@@ -144,7 +148,10 @@ def _scan_1d_forward(u, dts, A2, Bt, Ct, D, R, gate, h0, has_z, reverse, channel
         for p in range(length):
             l = length - 1 - p if reverse else p
             if keep and p % chunk == 0:
-                saved[b, p // chunk, :, first:stop] = h
+                saved_p = saved[b, p // chunk]
+                for n in range(state):
+                    for c in range(w):
+                        saved_p[n, first + c] = h[n, c]
             _scan_1d_position(l, h, h_next, no_a, u, dts, A2, Bt, Ct, D, R, b, g, first, stop,
                               dtu, y)
             h, h_next = h_next, h
@@ -154,9 +161,12 @@ def _scan_1d_forward(u, dts, A2, Bt, Ct, D, R, gate, h0, has_z, reverse, channel
                 for c in range(w):
                     o_row[c] = y[c] * gate_row[c]
                 if keep:
-                    y_pre[b, l, first:stop] = y
+                    y_keep = y_pre[b, l]
+                    for c in range(w):
+                        y_keep[first + c] = y[c]
             else:
-                o_row[:] = y
+                for c in range(w):
+                    o_row[c] = y[c]
         for n in range(state):
             for c in range(w):
                 last_state[b, first + c, n] = h[n, c]
@@ -219,7 +229,11 @@ def _scan_1d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
         for j in range(checkpoints - 1, -1, -1):
             p0 = j * chunk
             p1 = min(p0 + chunk, length)
-            hs[0] = saved[b, j, :, first:stop]
+            saved_j = saved[b, j]
+            h_first = hs[0]
+            for n in range(state):
+                for c in range(w):
+                    h_first[n, c] = saved_j[n, first + c]
             for p in range(p0, p1):
                 l = length - 1 - p if reverse else p
                 _scan_1d_position(l, hs[p - p0], hs[p - p0 + 1], a_bar[p - p0], u, dts, A2,
@@ -233,7 +247,9 @@ def _scan_1d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
                                   z[b, l, first:stop], zsig[b, l, first:stop],
                                   dz[b, l, first:stop], dy_row)
                 else:
-                    dy_row[:] = dout[b, l, first:stop]
+                    do_row = dout[b, l]
+                    for c in range(w):
+                        dy_row[c] = do_row[first + c]
                 for c in range(w):
                     dtu[c] = dt_row[c] * u_row[c]
                     da_sum[c] = zero
@@ -366,7 +382,11 @@ def _scan_2d_forward(u, dts, A2, Bt, Ct, D, R, gate, has_z, channels_per_group, 
         d_row = D[first:stop]
         for i in range(height):
             if keep and i % chunk == 0:
-                saved[b, i // chunk, :, :, first:stop] = h_col
+                saved_i = saved[b, i // chunk]
+                for j in range(grid_width):
+                    for n in range(state):
+                        for c in range(w):
+                            saved_i[j, n, first + c] = h_col[j, n, c]
             _scan_2d_row(i, h_col, h_next, none, u, dts, A2, Bt, Ct, R, b, g, first, stop,
                          g_run, dtu, ys)
             h_col, h_next = h_next, h_col
@@ -381,9 +401,12 @@ def _scan_2d_forward(u, dts, A2, Bt, Ct, D, R, gate, has_z, channels_per_group, 
                     for c in range(w):
                         o_row[c] = y[c] * gate_row[c]
                     if keep:
-                        y_pre[b, i, j, first:stop] = y
+                        y_keep = y_pre[b, i, j]
+                        for c in range(w):
+                            y_keep[first + c] = y[c]
                 else:
-                    o_row[:] = y
+                    for c in range(w):
+                        o_row[c] = y[c]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=_STATE_LOOP_FASTMATH)
@@ -426,7 +449,12 @@ def _scan_2d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
         for m in range(checkpoints - 1, -1, -1):
             i0 = m * chunk
             i1 = min(i0 + chunk, height)
-            hs[0] = saved[b, m, :, :, first:stop]
+            saved_m = saved[b, m]
+            h_first = hs[0]
+            for j in range(grid_width):
+                for n in range(state):
+                    for c in range(w):
+                        h_first[j, n, c] = saved_m[j, n, first + c]
             for i in range(i0, i1):
                 _scan_2d_row(i, hs[i - i0], hs[i - i0 + 1], gs[i - i0], u, dts, A2, Bt, Ct, R,
                              b, g, first, stop, g_run, dtu, ys)
@@ -440,7 +468,9 @@ def _scan_2d_backward(u, dts, dsp, A, A2, Bt, Ct, D, R, z, zsig, y_pre, saved, d
                                       z[b, i, j, first:stop], zsig[b, i, j, first:stop],
                                       dz[b, i, j, first:stop], dy_row)
                     else:
-                        dy_row[:] = dout[b, i, j, first:stop]
+                        do_row = dout[b, i, j]
+                        for c in range(w):
+                            dy_row[c] = do_row[first + c]
                     for c in range(w):
                         dtu[c] = dt_row[c] * u_row[c]
                         da_sum[c] = zero

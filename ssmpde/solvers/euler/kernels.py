@@ -419,8 +419,10 @@ def _step(U, W, Wnew, phi, gravity, dts, active, bx, by, mc, gamma, dx, dy, rows
         start = (task % blocks) * rows
         stop = min(ny, start + rows)
         if not active[b]:
-            for j in range(start, stop):
-                Wnew[b, :, j, :] = W[b, :, j, :]
+            for v in range(W.shape[1]):  # element loops: an array assignment would
+                for j in range(start, stop):  # compile numba's shape-error path (2-3 s)
+                    for i in range(W.shape[3]):
+                        Wnew[b, v, j, i] = W[b, v, j, i]
             continue
         buf = scratch[task]
         pb = 0 if shared else b
