@@ -22,11 +22,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# The kernels the demo uses, compiled on both cores first (the demo's one process would
+# compile them one after the other, about 35 s of its run).
 demo: $(STAMP)
+	$(BIN)/python -m ssmpde.warmup --processes 2 --quiet --jobs scan-2d-float32 scan-1d-float32 euler navier-stokes-float64 semilinear-float64
 	$(BIN)/python examples/demo.py --out demo_output
 
 # Two workers. A cold run used to be half numba compiling, and both workers compiled the same
-# kernels at once (the scans' backward passes take 15-35 s each): ssmpde.warmup compiles every
+# kernels at once (a scan's forward and backward take 10-12 s): ssmpde.warmup compiles every
 # kernel family once, on both cores, into numba's cache first, and the workers load them.
 test: $(STAMP)
 	$(BIN)/python -m ssmpde.warmup --processes 2

@@ -2,8 +2,8 @@
 
 Every CPU kernel is compiled on its first call, once per argument types, and kept in numba's
 cache (``__pycache__`` beside the source, or ``NUMBA_CACHE_DIR``) for later processes. The
-first call of a selective scan's backward costs 15–35 s of compiling, a Euler step up to
-30 s; a process that needs several pays them one after the other, and two processes started
+first call of a selective scan costs 10–12 s of compiling (forward and backward, one dtype,
+a quiet core; twice that on a busy one), a Euler step 9 s; a process that needs several pays them one after the other, and two processes started
 together (``pytest -n 2``, two ``torchrun`` ranks) compile the same kernels twice.
 
 ``python -m ssmpde.warmup [--processes N]`` runs a tiny instance of every kernel family (the
