@@ -22,10 +22,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# The kernels the demo uses, compiled on both cores first (the demo's one process would
-# compile them one after the other, about 35 s of its run).
 demo: $(STAMP)
-	$(BIN)/python -m ssmpde.warmup --processes 2 --quiet --jobs scan-2d-float32 scan-1d-float32 euler navier-stokes-float64 semilinear-float64
 	$(BIN)/python examples/demo.py --out demo_output
 
 # Two workers. A cold run used to be half numba compiling, and both workers compiled the same

@@ -3,8 +3,10 @@ later process, which compiles nothing of it."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +60,14 @@ def test_unknown_jobs_and_process_counts_are_refused(capsys):
 def test_every_job_is_timed_and_named():
     assert all(callable(run) and seconds > 0 for run, seconds in warmup.JOBS.values())
     assert {"scan-1d-float32", "scan-2d-float64", "euler"} <= set(warmup.JOBS)
+
+
+def test_the_makefiles_warm_up_commands_parse():
+    """make test and test-e2e run the warm-up first: an option or job name the warm-up does
+    not know would stop them (argparse exits 2)."""
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    commands = [shlex.split(line.split("-m ssmpde.warmup", 1)[1])
+                for line in makefile.splitlines() if "-m ssmpde.warmup" in line]
+    assert len(commands) >= 2
+    for argv in commands:
+        assert warmup.parser().parse_args(argv).processes == 2
