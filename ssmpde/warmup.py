@@ -3,8 +3,9 @@
 Every CPU kernel is compiled on its first call, once per argument types, and kept in numba's
 cache (``__pycache__`` beside the source, or ``NUMBA_CACHE_DIR``) for later processes. The
 first call of a selective scan costs 10–12 s of compiling (forward and backward, one dtype,
-a quiet core; twice that on a busy one), a Euler step 9 s; a process that needs several pays them one after the other, and two processes started
-together (``pytest -n 2``, two ``torchrun`` ranks) compile the same kernels twice.
+a quiet core; twice that on a busy one), a Euler step 9 s; a process that needs several
+pays them one after the other, and two processes started together (``pytest -n 2``, two
+``torchrun`` ranks) compile the same kernels twice.
 
 ``python -m ssmpde.warmup [--processes N]`` runs a tiny instance of every kernel family (the
 1D and 2D scans forward and backward, SSD, the semilinear, Navier–Stokes and Euler solvers,
@@ -118,6 +119,34 @@ JOBS: dict[str, tuple[Callable[[], None], float]] = {
     "semilinear-float64": (lambda: _semilinear("float64"), 1.5),
     "semilinear-float32": (lambda: _semilinear("float32"), 1.5),
 }
+
+
+def compile_log() -> list[tuple[str, str, float, bool]]:
+    """A list that, from now on in this process, receives every numba compilation as
+    ``(module.qualname, argument types, wall seconds, nested)``; a nested one ran inside
+    another's, whose seconds include it. What the warm-up and a cold run spend their time
+    on (the tests' ``SSMPDE_NUMBA_COMPILE_LOG`` and the warm-up's own test read it)."""
+    from numba.core import event
+
+    compiles: list[tuple[str, str, float, bool]] = []
+
+    class Listener(event.Listener):
+        def __init__(self):
+            self.open = {}
+
+        def on_start(self, e):
+            key = id(e.data["dispatcher"]), str(e.data["args"])
+            self.open[key] = (time.perf_counter(), bool(self.open))
+
+        def on_end(self, e):
+            function, args = e.data["dispatcher"].py_func, str(e.data["args"])
+            opened = self.open.pop((id(e.data["dispatcher"]), args), None)
+            if opened is not None:
+                compiles.append((f"{function.__module__}.{function.__qualname__}", args,
+                                 time.perf_counter() - opened[0], opened[1]))
+
+    event.register("numba:compile", Listener())
+    return compiles
 
 
 def _run(name: str) -> tuple[str, float]:

@@ -88,39 +88,21 @@ _COMPILES: list = []
 
 def pytest_sessionstart(session):
     """``SSMPDE_NUMBA_COMPILE_LOG=DIR``: every process of the run writes the numba
-    compilations it made (function, signature, wall seconds, and whether it ran inside
-    another's, whose seconds then include it) to ``DIR/<worker>.json`` at its end, so a cold
-    run's compile time can be told from its tests' own (it writes nothing otherwise)."""
-    if not os.environ.get("SSMPDE_NUMBA_COMPILE_LOG"):
-        return
-    import time
+    compilations it made (:func:`ssmpde.warmup.compile_log`'s records) to
+    ``DIR/<worker>.json`` at its end, so a cold run's compile time can be told from its
+    tests' own (it writes nothing otherwise)."""
+    if os.environ.get("SSMPDE_NUMBA_COMPILE_LOG"):
+        from ssmpde.warmup import compile_log
 
-    from numba.core import event
-
-    class CompileTimer(event.Listener):
-        def __init__(self):
-            self.open = {}
-
-        def on_start(self, e):
-            key = id(e.data["dispatcher"]), str(e.data["args"])
-            self.open[key] = (time.perf_counter(), bool(self.open))
-
-        def on_end(self, e):
-            function, args = e.data["dispatcher"].py_func, str(e.data["args"])
-            opened = self.open.pop((id(e.data["dispatcher"]), args), None)
-            if opened is not None:
-                _COMPILES.append((f"{function.__module__}.{function.__qualname__}", args,
-                                  time.perf_counter() - opened[0], opened[1]))
-
-    event.register("numba:compile", CompileTimer())
+        _COMPILES.append(compile_log())
 
 
 def pytest_sessionfinish(session):
     folder = os.environ.get("SSMPDE_NUMBA_COMPILE_LOG")
-    if folder:
+    if folder and _COMPILES:
         import json
         from pathlib import Path
 
         worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
         Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / f"{worker}.json").write_text(json.dumps(_COMPILES))
+        (Path(folder) / f"{worker}.json").write_text(json.dumps(_COMPILES[0]))

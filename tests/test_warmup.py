@@ -15,15 +15,10 @@ from ssmpde import warmup
 #: In a fresh process: run one warm-up job in process and print the numba functions compiled.
 PROBE = """
 import json, sys
-from numba.core import event
-compiled = []
-class Listener(event.Listener):
-    def on_start(self, e): pass
-    def on_end(self, e): compiled.append(e.data["dispatcher"].py_func.__qualname__)
-event.register("numba:compile", Listener())
 from ssmpde import warmup
+compiled = warmup.compile_log()
 warmup.JOBS[sys.argv[1]][0]()
-print(json.dumps(compiled))
+print(json.dumps([name.rsplit(".", 1)[-1] for name, *_ in compiled]))
 """
 
 
